@@ -1,0 +1,503 @@
+package fuzz
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"time"
+
+	"github.com/wsmux/wsmux/flow"
+)
+
+// maxFlowOps bounds the length of one FlowProgram run.
+const maxFlowOps = 1 << 12
+
+// FlowProgram interprets data as a program of flow-control operations on a
+// flow.Receiver (us) and a flow.Sender (the peer's view of the credit we
+// granted it), joined by a queue of in-flight WINDOW_UPDATE deltas. The
+// peer is honest in some operations and cheats in others; a memory Budget
+// sometimes refuses growth; a fake clock and RTT drive auto-tuning.
+//
+// After every operation it checks the invariants: no credit is negative,
+// the receiver accepts a DATA frame exactly when it fits the outstanding
+// credit and never more than it granted in total, credit is conserved
+// (Outstanding + Buffered + Pending == Window), the peer's credit plus the
+// in-flight updates equals the receiver's outstanding credit, the window
+// stays within [Initial, Max], WINDOW_UPDATE deltas follow the quarter
+// window and auto-tuning rules, and Budget reservations balance. It returns
+// the first violation, or nil. It never panics on any input.
+func FlowProgram(data []byte) error {
+	var p flowProg
+	in := &flowInput{b: data}
+	p.setup(in)
+	if err := p.check("init"); err != nil {
+		return err
+	}
+	for i := 0; i < maxFlowOps && in.more(); i++ {
+		op := in.u8()
+		if err := p.step(op, in); err != nil {
+			return fmt.Errorf("op %d (code %d): %w", i, op%flowOpCount, err)
+		}
+		if err := p.check("after op"); err != nil {
+			return fmt.Errorf("op %d (code %d): %w", i, op%flowOpCount, err)
+		}
+	}
+	p.r.Release()
+	p.released = true
+	return p.check("final release")
+}
+
+// flowInput reads operands from the program; past the end it yields zeros.
+type flowInput struct{ b []byte }
+
+func (in *flowInput) more() bool { return len(in.b) > 0 }
+
+func (in *flowInput) u8() byte {
+	if len(in.b) == 0 {
+		return 0
+	}
+	v := in.b[0]
+	in.b = in.b[1:]
+	return v
+}
+
+func (in *flowInput) u16() uint16 { return uint16(in.u8())<<8 | uint16(in.u8()) }
+
+func (in *flowInput) u32() uint32 { return uint32(in.u16())<<16 | uint32(in.u16()) }
+
+// size reads a byte count below 2^31, spread over all magnitudes.
+func (in *flowInput) size() int64 {
+	v := int64(in.u16())
+	return v << (in.u8() & 15)
+}
+
+// window reads a window size, favouring the interesting ones.
+func (in *flowInput) window() uint32 {
+	switch in.u8() % 8 {
+	case 0:
+		return 0
+	case 1:
+		return 1
+	case 2:
+		return 4
+	case 3:
+		return 1000
+	case 4:
+		return 256 << 10
+	case 5:
+		return 16 << 20
+	case 6:
+		return flow.MaxWindow
+	default:
+		return in.u32()
+	}
+}
+
+// flowBudget is a Budget with a limit that can be told to refuse.
+type flowBudget struct {
+	limit  int64
+	used   int64
+	refuse bool
+	err    error
+}
+
+func (b *flowBudget) Reserve(n int64) bool {
+	if n <= 0 {
+		b.err = fmt.Errorf("Budget.Reserve(%d)", n)
+		return false
+	}
+	if !b.approves(n) {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+func (b *flowBudget) Release(n int64) {
+	if n <= 0 || n > b.used {
+		b.err = fmt.Errorf("Budget.Release(%d) with %d reserved", n, b.used)
+		return
+	}
+	b.used -= n
+}
+
+func (b *flowBudget) approves(n int64) bool {
+	return b == nil || (!b.refuse && n <= b.limit-b.used)
+}
+
+// The operations of a flow program.
+const (
+	flowOpSend        = iota // honest peer sends what it may
+	flowOpCheat              // peer sends Outstanding+k bytes, k in [-128, 127], or a huge amount
+	flowOpRead               // application reads
+	flowOpDeliver            // an in-flight WINDOW_UPDATE reaches the peer
+	flowOpRawGrant           // arbitrary WINDOW_UPDATE deltas on a second Sender
+	flowOpEnsure             // EnsureWindow
+	flowOpTime               // the clock moves (rarely backwards)
+	flowOpRTT                // the RTT estimate changes
+	flowOpBudget             // the Budget changes its mind
+	flowOpDiscard            // bytes for a closed stream
+	flowOpRelease            // Release (stream end)
+	flowOpReinit             // Init again (reuse)
+	flowOpCount
+)
+
+type flowProg struct {
+	r    flow.Receiver
+	peer flow.Sender // the peer's credit, as the peer sees it
+	raw  flow.Sender // a sender fed arbitrary deltas
+
+	budget   *flowBudget // nil: no Budget
+	initial  int64       // effective (clamped) initial window
+	max      int64       // effective (clamped) maximum window
+	released bool
+
+	inflight []uint32 // deltas sent but not yet delivered to the peer
+	granted  int64    // total credit ever granted since Init
+	received int64    // total bytes ever accepted since Init
+
+	now, rtt time.Duration
+
+	// reference model of the auto-tuning epoch
+	epochStarted bool
+	epochStart   time.Duration
+	epochRead    int64
+}
+
+func (p *flowProg) setup(in *flowInput) {
+	switch sel := in.u8(); sel % 4 {
+	case 0:
+		p.budget = nil
+	case 1:
+		p.budget = &flowBudget{limit: math.MaxInt64}
+	case 2:
+		p.budget = &flowBudget{limit: int64(in.u32())}
+	default:
+		p.budget = &flowBudget{limit: 0}
+	}
+	p.raw.Init(in.window())
+	p.reinit(in)
+}
+
+func (p *flowProg) reinit(in *flowInput) {
+	cfg := flow.ReceiverConfig{Initial: in.window()}
+	if sel := in.u8(); sel&0x80 != 0 {
+		m := uint64(cfg.Initial) << (sel & 7)
+		cfg.Max = uint32(min(m, math.MaxUint32))
+	} else {
+		cfg.Max = in.window()
+	}
+	if p.budget != nil {
+		cfg.Budget = p.budget // never a typed nil
+	}
+	p.r.Init(cfg)
+	p.initial = min(int64(cfg.Initial), flow.MaxWindow)
+	p.max = max(min(int64(cfg.Max), flow.MaxWindow), p.initial)
+	p.released = false
+	p.peer.Init(cfg.Initial)
+	p.inflight = p.inflight[:0]
+	p.granted = p.initial
+	p.received = 0
+	p.epochStarted = false
+	p.epochStart = 0
+	p.epochRead = 0
+}
+
+type flowSnap struct{ o, b, pd, w int64 }
+
+func (p *flowProg) snap() flowSnap {
+	return flowSnap{p.r.Outstanding(), p.r.Buffered(), p.r.Pending(), int64(p.r.Window())}
+}
+
+func (p *flowProg) announce(delta uint32) {
+	if delta > 0 {
+		p.inflight = append(p.inflight, delta)
+		p.granted += int64(delta)
+	}
+}
+
+func (p *flowProg) step(op byte, in *flowInput) error {
+	switch op % flowOpCount {
+	case flowOpSend:
+		n := min(in.size(), p.peer.Available())
+		if !p.peer.Consume(int(n)) {
+			return fmt.Errorf("Sender.Consume(%d) refused with %d available", n, p.peer.Available())
+		}
+		if err := p.r.Receive(int(n)); err != nil {
+			return fmt.Errorf("honest Receive(%d) with %d outstanding: %v", n, p.r.Outstanding(), err)
+		}
+		p.received += n
+
+	case flowOpCheat:
+		s := p.snap()
+		var n int64
+		if k := int8(in.u8()); k == math.MinInt8 {
+			n = int64(in.u32())
+		} else {
+			n = max(s.o+int64(k), 0)
+		}
+		n = min(n, math.MaxInt32) // fits int everywhere
+		err := p.r.Receive(int(n))
+		if n > s.o {
+			if !errors.Is(err, flow.ErrFlowControl) {
+				return fmt.Errorf("Receive(%d) with %d outstanding: got %v, want ErrFlowControl", n, s.o, err)
+			}
+			if p.snap() != s {
+				return fmt.Errorf("rejected Receive(%d) changed the state", n)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("Receive(%d) with %d outstanding: %v", n, s.o, err)
+		}
+		p.received += n
+		// The peer used credit from updates still in flight: take it
+		// from its current credit first, then from the queue.
+		a := min(n, p.peer.Available())
+		p.peer.Consume(int(a))
+		for rest := n - a; rest > 0; {
+			if len(p.inflight) == 0 {
+				return fmt.Errorf("receiver accepted %d bytes the peer never had", rest)
+			}
+			if d := int64(p.inflight[0]); d <= rest {
+				rest -= d
+				p.inflight = p.inflight[1:]
+			} else {
+				p.inflight[0] = uint32(d - rest)
+				rest = 0
+			}
+		}
+
+	case flowOpRead:
+		return p.read(in.size())
+
+	case flowOpDeliver:
+		if len(p.inflight) == 0 {
+			return nil
+		}
+		d := p.inflight[0]
+		p.inflight = p.inflight[1:]
+		if err := p.peer.Grant(d); err != nil {
+			return fmt.Errorf("Grant(%d) of an honest update with %d available: %v", d, p.peer.Available(), err)
+		}
+
+	case flowOpRawGrant:
+		if in.u8()&1 == 0 {
+			n := in.size()
+			a := p.raw.Available()
+			ok := p.raw.Consume(int(n))
+			if ok != (n <= a) || (ok && p.raw.Available() != a-n) || (!ok && p.raw.Available() != a) {
+				return fmt.Errorf("Sender.Consume(%d) with %d available: %v, now %d", n, a, ok, p.raw.Available())
+			}
+			return nil
+		}
+		d := in.u32()
+		a := p.raw.Available()
+		err := p.raw.Grant(d)
+		var want error
+		switch {
+		case d == 0:
+			want = flow.ErrZeroDelta
+		case a+int64(d) > flow.MaxWindow:
+			want = flow.ErrOverflow
+		}
+		if err != want {
+			return fmt.Errorf("Grant(%d) with %d available: got %v, want %v", d, a, err, want)
+		}
+		if got, exp := p.raw.Available(), a+int64(d); (err == nil && got != exp) || (err != nil && got != a) {
+			return fmt.Errorf("Grant(%d) with %d available left %d", d, a, got)
+		}
+
+	case flowOpEnsure:
+		var w uint32
+		if sel := in.u8(); sel&1 == 0 {
+			w = in.window()
+		} else {
+			w = uint32(min(uint64(p.r.Window())*uint64(sel>>1), math.MaxUint32))
+		}
+		s := p.snap()
+		g := min(int64(w), flow.MaxWindow, p.max) - s.w
+		if g <= 0 || p.released || !p.budgetApproves(g) {
+			g = 0
+		}
+		delta := p.r.EnsureWindow(w)
+		if int64(delta) != g {
+			return fmt.Errorf("EnsureWindow(%d) at window %d max %d: delta %d, want %d", w, s.w, p.max, delta, g)
+		}
+		if got := p.snap(); got != (flowSnap{s.o + g, s.b, s.pd, s.w + g}) {
+			return fmt.Errorf("EnsureWindow(%d): state %+v from %+v", w, got, s)
+		}
+		p.announce(delta)
+
+	case flowOpTime:
+		sel := in.u8()
+		d := time.Duration(in.u16()) << (sel & 31)
+		if sel&0xe0 == 0xe0 {
+			p.now -= d / 16 // a clock that misbehaves must not break anything
+		} else {
+			p.now += d
+		}
+
+	case flowOpRTT:
+		switch sel := in.u8(); sel % 8 {
+		case 0:
+			p.rtt = 0
+		case 1:
+			p.rtt = -time.Duration(in.u16())
+		default:
+			p.rtt = time.Duration(in.u16()) << (sel >> 3)
+		}
+
+	case flowOpBudget:
+		if p.budget == nil {
+			return nil
+		}
+		switch sel := in.u8(); sel % 4 {
+		case 0:
+			p.budget.refuse = !p.budget.refuse
+		case 1:
+			p.budget.limit = p.budget.used + int64(in.u32())
+		case 2:
+			p.budget.limit = p.budget.used // no more growth
+		default:
+			p.budget.limit = math.MaxInt64
+		}
+
+	case flowOpDiscard:
+		s := p.snap()
+		var n int64
+		if sel := in.u8(); sel&7 == 7 {
+			n = min(s.o+1+int64(sel>>3), math.MaxInt32) // cheating peer
+		} else {
+			n = min(in.size(), p.peer.Available())
+		}
+		delta, err := p.r.Discard(int(n))
+		if n > s.o {
+			if !errors.Is(err, flow.ErrFlowControl) || delta != 0 || p.snap() != s {
+				return fmt.Errorf("Discard(%d) with %d outstanding: %d, %v", n, s.o, delta, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("Discard(%d) with %d outstanding: %v", n, s.o, err)
+		}
+		p.peer.Consume(int(n))
+		p.received += n
+		pd := s.pd + n
+		var want int64
+		if pd > 0 && 4*pd >= s.w {
+			want = pd
+		}
+		if int64(delta) != want || int64(p.r.Window()) != s.w {
+			return fmt.Errorf("Discard(%d) at %+v: delta %d window %d, want delta %d", n, s, delta, p.r.Window(), want)
+		}
+		p.announce(delta)
+
+	case flowOpRelease:
+		p.r.Release()
+		p.r.Release() // idempotent
+		p.released = true
+
+	case flowOpReinit:
+		p.reinit(in)
+	}
+	return nil
+}
+
+// read performs an application read of n bytes and checks the returned
+// delta against a reference model of the quarter-window and auto-tuning
+// rules.
+func (p *flowProg) read(n int64) error {
+	s := p.snap()
+	c := min(n, s.b)
+	delta := p.r.Consume(int(n), p.now, p.rtt)
+	if c <= 0 {
+		if delta != 0 || p.snap() != s {
+			return fmt.Errorf("Consume(%d) of nothing at %+v: delta %d", n, s, delta)
+		}
+		return nil
+	}
+	if !p.epochStarted {
+		p.epochStarted = true
+		p.epochStart = p.now
+	}
+	p.epochRead += c
+	pd := s.pd + c
+	if 4*pd < s.w {
+		if got := p.snap(); delta != 0 || got != (flowSnap{s.o, s.b - c, pd, s.w}) {
+			return fmt.Errorf("Consume(%d) at %+v: delta %d state %+v, want no update", n, s, delta, got)
+		}
+		return nil
+	}
+	w := s.w
+	if 2*p.epochRead > s.w && p.rtt > 0 {
+		if fastEpochRef(max(p.now-p.epochStart, 0), p.epochRead, s.w, p.rtt) {
+			if g := min(2*s.w, p.max) - s.w; g > 0 && !p.released && p.budgetApproves(g) {
+				w += g
+			}
+		}
+		p.epochStart = p.now
+		p.epochRead = 0
+	}
+	want := pd + w - s.w
+	if got := p.snap(); int64(delta) != want || got != (flowSnap{s.o + want, s.b - c, 0, w}) {
+		return fmt.Errorf("Consume(%d) at %+v (now %v rtt %v): delta %d state %+v, want delta %d window %d",
+			n, s, p.now, p.rtt, delta, got, want, w)
+	}
+	p.announce(delta)
+	return nil
+}
+
+func (p *flowProg) budgetApproves(g int64) bool {
+	return p.budget == nil || p.budget.approves(g)
+}
+
+// fastEpochRef is the auto-tuning test, elapsed < 4 × (read/window) × rtt,
+// in arbitrary precision.
+func fastEpochRef(elapsed time.Duration, read, window int64, rtt time.Duration) bool {
+	lhs := new(big.Int).Mul(big.NewInt(int64(elapsed)), big.NewInt(window))
+	rhs := new(big.Int).Mul(big.NewInt(read), big.NewInt(int64(rtt)))
+	rhs.Lsh(rhs, 2)
+	return lhs.Cmp(rhs) < 0
+}
+
+func (p *flowProg) check(where string) error {
+	s := p.snap()
+	var inflight int64
+	for _, d := range p.inflight {
+		inflight += int64(d)
+	}
+	pa, ra := p.peer.Available(), p.raw.Available()
+	switch {
+	case s.o < 0 || s.b < 0 || s.pd < 0:
+		return fmt.Errorf("%s: negative credit %+v", where, s)
+	case pa < 0 || pa > flow.MaxWindow || ra < 0 || ra > flow.MaxWindow:
+		return fmt.Errorf("%s: sender credit out of range: peer %d raw %d", where, pa, ra)
+	case s.o+s.b+s.pd != s.w:
+		return fmt.Errorf("%s: credit not conserved: %+v", where, s)
+	case s.w > p.max || p.max > flow.MaxWindow || s.w < p.initial:
+		return fmt.Errorf("%s: window %d outside [%d, %d]", where, s.w, p.initial, p.max)
+	case s.pd > 0 && 4*s.pd >= s.w:
+		return fmt.Errorf("%s: update due but not sent: %+v", where, s)
+	case p.received > p.granted:
+		return fmt.Errorf("%s: received %d > granted %d", where, p.received, p.granted)
+	case s.o != p.granted-p.received:
+		return fmt.Errorf("%s: outstanding %d != granted %d - received %d", where, s.o, p.granted, p.received)
+	case pa+inflight != s.o:
+		return fmt.Errorf("%s: peer credit %d + in flight %d != outstanding %d", where, pa, inflight, s.o)
+	}
+	if b := p.budget; b != nil {
+		switch {
+		case b.err != nil:
+			return fmt.Errorf("%s: %w", where, b.err)
+		case b.used < 0 || b.used > b.limit:
+			return fmt.Errorf("%s: budget used %d of %d", where, b.used, b.limit)
+		case !p.released && b.used != s.w-p.initial:
+			return fmt.Errorf("%s: budget used %d for growth %d", where, b.used, s.w-p.initial)
+		case p.released && b.used != 0:
+			return fmt.Errorf("%s: budget still holds %d after Release", where, b.used)
+		}
+	}
+	return nil
+}
