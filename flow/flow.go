@@ -172,9 +172,9 @@ func (r *Receiver) Outstanding() int64 { return r.outstanding }
 func (r *Receiver) Buffered() int64 { return r.buffered }
 
 // Pending returns the credit not yet announced to the peer: bytes consumed
-// (or window growth) that no returned delta has covered yet. It is always
-// below a quarter of the window, since reaching a quarter makes an update
-// due.
+// or discarded that no returned delta has covered yet. Between calls it is
+// always below a quarter of the window, since reaching a quarter makes an
+// update due.
 func (r *Receiver) Pending() int64 { return r.pending }
 
 // Receive records n payload bytes arriving from the peer. It returns
@@ -204,8 +204,11 @@ func (r *Receiver) Receive(n int) error {
 // (quic-go's rule): if more than half of the window was read in the current
 // epoch and the epoch took less than 4 × (read in epoch / window) × rtt, the
 // window doubles, capped at Max and only if Budget approves; the growth is
-// part of the returned delta. Each such evaluation starts a new epoch; the
-// first epoch starts at the first Consume.
+// part of the returned delta. As in quic-go, the epoch is evaluated (and a
+// new one started at now) only at an update where more than half the
+// window was read in it and rtt is known; otherwise it runs on, so reads
+// spread over several quarter-window updates still add up. The first epoch
+// starts at the first Consume.
 func (r *Receiver) Consume(n int, now, rtt time.Duration) (delta uint32) {
 	if n <= 0 {
 		return 0

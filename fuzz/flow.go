@@ -28,24 +28,30 @@ const maxFlowOps = 1 << 12
 // window and auto-tuning rules, and Budget reservations balance. It returns
 // the first violation, or nil. It never panics on any input.
 func FlowProgram(data []byte) error {
+	_, err := runFlowProgram(data)
+	return err
+}
+
+// runFlowProgram is FlowProgram that also counts the operations it ran.
+func runFlowProgram(data []byte) (ops int, err error) {
 	var p flowProg
 	in := &flowInput{b: data}
 	p.setup(in)
 	if err := p.check("init"); err != nil {
-		return err
+		return 0, err
 	}
-	for i := 0; i < maxFlowOps && in.more(); i++ {
+	for ; ops < maxFlowOps && in.more(); ops++ {
 		op := in.u8()
 		if err := p.step(op, in); err != nil {
-			return fmt.Errorf("op %d (code %d): %w", i, op%flowOpCount, err)
+			return ops, fmt.Errorf("op %d (code %d): %w", ops, op%flowOpCount, err)
 		}
 		if err := p.check("after op"); err != nil {
-			return fmt.Errorf("op %d (code %d): %w", i, op%flowOpCount, err)
+			return ops, fmt.Errorf("op %d (code %d): %w", ops, op%flowOpCount, err)
 		}
 	}
 	p.r.Release()
 	p.released = true
-	return p.check("final release")
+	return ops, p.check("final release")
 }
 
 // flowInput reads operands from the program; past the end it yields zeros.
@@ -128,18 +134,18 @@ func (b *flowBudget) approves(n int64) bool {
 
 // The operations of a flow program.
 const (
-	flowOpSend        = iota // honest peer sends what it may
-	flowOpCheat              // peer sends Outstanding+k bytes, k in [-128, 127], or a huge amount
-	flowOpRead               // application reads
-	flowOpDeliver            // an in-flight WINDOW_UPDATE reaches the peer
-	flowOpRawGrant           // arbitrary WINDOW_UPDATE deltas on a second Sender
-	flowOpEnsure             // EnsureWindow
-	flowOpTime               // the clock moves (rarely backwards)
-	flowOpRTT                // the RTT estimate changes
-	flowOpBudget             // the Budget changes its mind
-	flowOpDiscard            // bytes for a closed stream
-	flowOpRelease            // Release (stream end)
-	flowOpReinit             // Init again (reuse)
+	flowOpSend     = iota // honest peer sends what it may
+	flowOpCheat           // peer sends Outstanding+k bytes, k in [-128, 127], or a huge amount
+	flowOpRead            // application reads
+	flowOpDeliver         // an in-flight WINDOW_UPDATE reaches the peer
+	flowOpRawGrant        // arbitrary WINDOW_UPDATE deltas on a second Sender
+	flowOpEnsure          // EnsureWindow
+	flowOpTime            // the clock moves (rarely backwards)
+	flowOpRTT             // the RTT estimate changes
+	flowOpBudget          // the Budget changes its mind
+	flowOpDiscard         // bytes for a closed stream
+	flowOpRelease         // Release (stream end)
+	flowOpReinit          // Init again (reuse)
 	flowOpCount
 )
 
@@ -251,23 +257,7 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 		if err != nil {
 			return fmt.Errorf("Receive(%d) with %d outstanding: %v", n, s.o, err)
 		}
-		p.received += n
-		// The peer used credit from updates still in flight: take it
-		// from its current credit first, then from the queue.
-		a := min(n, p.peer.Available())
-		p.peer.Consume(int(a))
-		for rest := n - a; rest > 0; {
-			if len(p.inflight) == 0 {
-				return fmt.Errorf("receiver accepted %d bytes the peer never had", rest)
-			}
-			if d := int64(p.inflight[0]); d <= rest {
-				rest -= d
-				p.inflight = p.inflight[1:]
-			} else {
-				p.inflight[0] = uint32(d - rest)
-				rest = 0
-			}
-		}
+		return p.peerSpend(n)
 
 	case flowOpRead:
 		return p.read(in.size())
@@ -368,7 +358,9 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 		s := p.snap()
 		var n int64
 		if sel := in.u8(); sel&7 == 7 {
-			n = min(s.o+1+int64(sel>>3), math.MaxInt32) // cheating peer
+			// A cheating peer; only at Outstanding == MaxWindow does the
+			// clamp make it an honest use of credit still in flight.
+			n = min(s.o+1+int64(sel>>3), math.MaxInt32)
 		} else {
 			n = min(in.size(), p.peer.Available())
 		}
@@ -382,8 +374,9 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 		if err != nil {
 			return fmt.Errorf("Discard(%d) with %d outstanding: %v", n, s.o, err)
 		}
-		p.peer.Consume(int(n))
-		p.received += n
+		if err := p.peerSpend(n); err != nil {
+			return err
+		}
 		pd := s.pd + n
 		var want int64
 		if pd > 0 && 4*pd >= s.w {
@@ -405,12 +398,38 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 	return nil
 }
 
+// peerSpend accounts for n bytes the receiver accepted from the peer. A
+// cheating peer may have used credit from updates still in flight: take it
+// from the peer's current credit first, then from the queue.
+func (p *flowProg) peerSpend(n int64) error {
+	p.received += n
+	a := min(n, p.peer.Available())
+	p.peer.Consume(int(a))
+	for rest := n - a; rest > 0; {
+		if len(p.inflight) == 0 {
+			return fmt.Errorf("receiver accepted %d bytes the peer never had", rest)
+		}
+		if d := int64(p.inflight[0]); d <= rest {
+			rest -= d
+			p.inflight = p.inflight[1:]
+		} else {
+			p.inflight[0] = uint32(d - rest)
+			rest = 0
+		}
+	}
+	return nil
+}
+
 // read performs an application read of n bytes and checks the returned
 // delta against a reference model of the quarter-window and auto-tuning
 // rules.
 func (p *flowProg) read(n int64) error {
 	s := p.snap()
 	c := min(n, s.b)
+	// Whether the Budget would approve a doubling, asked before Consume
+	// can reserve anything.
+	g := min(2*s.w, p.max) - s.w
+	canGrow := g > 0 && !p.released && p.budgetApproves(g)
 	delta := p.r.Consume(int(n), p.now, p.rtt)
 	if c <= 0 {
 		if delta != 0 || p.snap() != s {
@@ -432,10 +451,8 @@ func (p *flowProg) read(n int64) error {
 	}
 	w := s.w
 	if 2*p.epochRead > s.w && p.rtt > 0 {
-		if fastEpochRef(max(p.now-p.epochStart, 0), p.epochRead, s.w, p.rtt) {
-			if g := min(2*s.w, p.max) - s.w; g > 0 && !p.released && p.budgetApproves(g) {
-				w += g
-			}
+		if canGrow && fastEpochRef(max(p.now-p.epochStart, 0), p.epochRead, s.w, p.rtt) {
+			w += g
 		}
 		p.epochStart = p.now
 		p.epochRead = 0
