@@ -126,23 +126,27 @@ var rules = [numTypes]rule{
 // ParseHeader decodes and checks the first HeaderSize bytes of b: the rules
 // a header can break without its payload or negotiated limits. b must hold
 // at least HeaderSize bytes, else ErrShortHeader.
-func ParseHeader(b []byte) (Header, error) {
+func ParseHeader(b []byte) (h Header, err error) {
 	if len(b) < HeaderSize {
 		return Header{}, ErrShortHeader
 	}
-	w0 := binary.BigEndian.Uint32(b)
-	h := Header{
-		Type:     Type(w0 >> 24),
-		Flags:    Flags(w0 >> 16),
-		Length:   uint16(w0),
-		StreamID: binary.BigEndian.Uint32(b[4:]),
-		Arg:      binary.BigEndian.Uint32(b[8:]),
-	}
+	h.decode(b)
 	return h, h.check()
 }
 
+// decode fills h from the first HeaderSize bytes of b without checking it.
+func (h *Header) decode(b []byte) {
+	_ = b[HeaderSize-1]
+	w0 := binary.BigEndian.Uint32(b)
+	h.Type = Type(w0 >> 24)
+	h.Flags = Flags(w0 >> 16)
+	h.Length = uint16(w0)
+	h.StreamID = binary.BigEndian.Uint32(b[4:])
+	h.Arg = binary.BigEndian.Uint32(b[8:])
+}
+
 // check applies the header-only rules of the type table.
-func (h Header) check() error {
+func (h *Header) check() error {
 	if h.Type >= numTypes {
 		return ErrUnknownType
 	}
@@ -206,16 +210,19 @@ func (h Header) check() error {
 // with the number of bytes it took. The payload is checked against lim and,
 // by type, for UTF-8 text, SETTINGS entries and header block syntax; it
 // aliases b.
-func Parse(b []byte, lim *Limits) (Frame, int, error) {
-	h, err := ParseHeader(b)
-	if err != nil {
+func Parse(b []byte, lim *Limits) (f Frame, n int, err error) {
+	if len(b) < HeaderSize {
+		return Frame{}, 0, ErrShortHeader
+	}
+	f.Header.decode(b)
+	if err := f.Header.check(); err != nil {
 		return Frame{}, 0, err
 	}
-	n := HeaderSize + int(h.Length)
+	n = HeaderSize + int(f.Length)
 	if len(b) < n {
 		return Frame{}, 0, ErrShortPayload
 	}
-	f := Frame{Header: h, Payload: b[HeaderSize:n:n]}
+	f.Payload = b[HeaderSize:n:n]
 	if err := f.checkPayload(lim); err != nil {
 		return Frame{}, 0, err
 	}
@@ -328,9 +335,10 @@ func AppendData(dst []byte, streamID uint32, fin bool, payload []byte) ([]byte, 
 }
 
 // AppendDataHeader appends only the header of a DATA frame of n payload
-// bytes, for writers that copy the payload themselves.
+// bytes, for writers that copy the payload themselves. n must be in
+// 0..MaxPayload, else ErrDataTooLarge.
 func AppendDataHeader(dst []byte, streamID uint32, fin bool, n int) ([]byte, error) {
-	if n > MaxPayload {
+	if n < 0 || n > MaxPayload {
 		return dst, ErrDataTooLarge
 	}
 	h := Header{Type: TypeData, Length: uint16(n), StreamID: streamID}
@@ -358,11 +366,11 @@ func AppendWindowUpdate(dst []byte, streamID, delta uint32) ([]byte, error) {
 // AppendRSTStream appends a RST_STREAM with code and an optional UTF-8 reason
 // of at most MaxReasonLen bytes.
 func AppendRSTStream(dst []byte, streamID uint32, code ErrorCode, reason string) ([]byte, error) {
-	if !utf8.ValidString(reason) {
-		return dst, ErrNotUTF8
-	}
 	if len(reason) > MaxReasonLen {
 		return dst, ErrReasonTooLong
+	}
+	if !utf8.ValidString(reason) {
+		return dst, ErrNotUTF8
 	}
 	h := Header{Type: TypeRSTStream, Length: uint16(len(reason)), StreamID: streamID, Arg: uint32(code)}
 	if err := h.check(); err != nil {
@@ -388,11 +396,11 @@ func AppendPing(dst []byte, ack bool, opaque uint32) []byte {
 // AppendGoAway appends a GOAWAY naming the last peer stream processed, code
 // and optional UTF-8 debug text of at most MaxDebugLen bytes.
 func AppendGoAway(dst []byte, lastStreamID uint32, code ErrorCode, debug string) ([]byte, error) {
-	if !utf8.ValidString(debug) {
-		return dst, ErrNotUTF8
-	}
 	if len(debug) > MaxDebugLen {
 		return dst, ErrDebugTooLong
+	}
+	if !utf8.ValidString(debug) {
+		return dst, ErrNotUTF8
 	}
 	h := Header{Type: TypeGoAway, Length: uint16(len(debug)), StreamID: lastStreamID, Arg: uint32(code)}
 	if err := h.check(); err != nil {

@@ -123,10 +123,11 @@ func CheckHeaderBlock(block []byte, lim *BlockLimits) error {
 
 // AppendHeaderBlock appends h in block format: names lowercase, sorted, each
 // value its own field. It fails, leaving dst as it was, if a name is not a
-// token, a value holds CR, LF or NUL, or a limit of lim is crossed. It does
-// not allocate unless dst must grow.
+// token, a value holds CR, LF or NUL, or a limit of lim is crossed (and with
+// ErrBlockTooMany when h holds more than 256 distinct names, whatever
+// lim.MaxFields says). It does not allocate unless dst must grow.
 func AppendHeaderBlock(dst []byte, h http.Header, lim *BlockLimits) ([]byte, error) {
-	var keys [256]string // names sorted on the stack; more distinct names than this cannot fit a block
+	var keys [256]string // names sorted on the stack; more distinct names fail with ErrBlockTooMany whatever lim says
 	n, fields := 0, 0
 	for k, vs := range h {
 		if len(vs) == 0 {
@@ -200,6 +201,9 @@ func AppendHeaders(dst []byte, streamID uint32, flags Flags, h http.Header, lim 
 }
 
 // lessFold orders names as their lowercase wire forms, without allocating.
+// Names equal but for case (two keys of one header that only differ in case,
+// set without Add) are ordered by their bytes, so that the output never
+// depends on map iteration order.
 func lessFold(a, b string) bool {
 	for i := 0; i < len(a) && i < len(b); i++ {
 		ca, cb := lower(a[i]), lower(b[i])
@@ -207,7 +211,10 @@ func lessFold(a, b string) bool {
 			return ca < cb
 		}
 	}
-	return len(a) < len(b)
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	return a < b
 }
 
 func lower(c byte) byte {
@@ -256,14 +263,20 @@ func knownName(b []byte) (string, bool) {
 }
 
 // DecodeHeaderBlock checks block under lim and adds its fields to h under
-// canonical names (http.Header.Add semantics). On error h is unchanged.
+// canonical names (http.Header.Add semantics). On error h is unchanged. h
+// must not be nil unless block holds no field.
 //
 // Allocation floor: http.Header holds strings in a map, so decoding cannot be
-// free. It costs two allocations per block (one string holding every value,
-// one []string backing every value slice), plus one key string per distinct
-// name that is neither already in h nor a known Kubernetes name, plus map
-// growth, plus one per extra value of a repeated name. Use BlockIterator for
-// an allocation-free walk.
+// free. A block costs two allocations (one string holding every value, one
+// []string backing every value slice; one when every value is empty, none
+// when the block holds no field), plus one key string per run of a name that
+// is not a known Kubernetes name (Streamtype, Port, Requestid,
+// X-Stream-Protocol-Version, Content-Type, Content-Length, Authorization,
+// User-Agent), plus the growth of h's map. Repeats of a name next to each
+// other, as AppendHeaderBlock writes them, cost nothing more. A value added to
+// a name that h already holds, or to a name seen earlier in the block but not
+// just before, costs what http.Header.Add costs: the growth of that name's
+// value slice. Use BlockIterator for an allocation-free walk.
 func DecodeHeaderBlock(block []byte, lim *BlockLimits, h http.Header) error {
 	var it BlockIterator
 	it.Reset(block, lim)
@@ -287,23 +300,40 @@ func DecodeHeaderBlock(block []byte, lim *BlockLimits, h http.Header) error {
 	}
 	all := sb.String()
 	backing := make([]string, fields)
-	var buf [255]byte
+	var (
+		buf     [255]byte
+		prev    []byte // wire name of the previous field
+		prevKey string // its key in h
+		run     = -1   // start in backing of prevKey's values when this call created its entry, else -1
+	)
 	off, i := 0, 0
 	for it.Reset(block, lim); it.Next(); i++ {
 		name, v := it.Field()
 		val := all[off : off+len(v)]
 		off += len(v)
-		cn := canonical(&buf, name)
-		if vs, ok := h[string(cn)]; ok {
-			h[string(cn)] = append(vs, val)
+		backing[i] = val
+		if i > 0 && string(name) == string(prev) {
+			if run >= 0 {
+				h[prevKey] = backing[run : i+1 : i+1]
+			} else {
+				h[prevKey] = append(h[prevKey], val)
+			}
 			continue
 		}
-		key, ok := knownName(cn)
-		if !ok {
+		cn := canonical(&buf, name)
+		key, known := knownName(cn)
+		vs, exists := h[string(cn)]
+		if !known {
 			key = string(cn)
 		}
-		backing[i] = val
-		h[key] = backing[i : i+1 : i+1]
+		if exists {
+			h[key] = append(vs, val)
+			run = -1
+		} else {
+			h[key] = backing[i : i+1 : i+1]
+			run = i
+		}
+		prev, prevKey = name, key
 	}
 	return nil
 }

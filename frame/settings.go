@@ -90,6 +90,7 @@ func (s *Settings) Set(id SettingID, v uint32) error {
 }
 
 // ParseSettings decodes a SETTINGS payload into s, replacing its contents.
+// On error s is left empty.
 func ParseSettings(payload []byte, s *Settings) error {
 	return s.parse(payload)
 }
@@ -102,9 +103,11 @@ func (s *Settings) parse(p []byte) error {
 	for ; len(p) > 0; p = p[settingSize:] {
 		e := Setting{SettingID(binary.BigEndian.Uint16(p)), binary.BigEndian.Uint32(p[2:])}
 		if err := e.check(); err != nil {
+			s.n = 0
 			return err
 		}
 		if _, dup := s.Get(e.ID); dup {
+			s.n = 0
 			return ErrSettingsDuplicate
 		}
 		s.list[s.n] = e
