@@ -24,7 +24,7 @@ lint: vet fmt-check
 
 ## bench: the side-by-side comparison (prints a table per workload).
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./frame/ ./flow/ ./mux/
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./frame/ ./flow/
 
 ## bench-go: go test -bench with -count suitable for benchstat.
 bench-go:
