@@ -1,0 +1,239 @@
+package mux
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/wsmux/wsmux/frame"
+)
+
+// Config tunes a Session. A nil *Config means DefaultConfig(); zero fields of
+// a non-nil Config take their defaults too, so callers set only what they
+// change. A Config must not be modified after it was passed to a Session.
+type Config struct {
+	// MaxFramePayload is the largest DATA payload we accept (announced in
+	// SETTINGS). Default 16 KiB; range 4 KiB..65535.
+	MaxFramePayload int
+	// MaxHeaderBytes is the largest header block we accept. Default 8 KiB;
+	// range 1 KiB..65535.
+	MaxHeaderBytes int
+	// InitialStreamWindow is each stream's initial receive window.
+	// Default 256 KiB.
+	InitialStreamWindow int
+	// MaxStreamWindow caps a stream window's auto-tuning. Default 16 MiB.
+	MaxStreamWindow int
+	// InitialSessionWindow is the session's initial receive window.
+	// Default 1 MiB.
+	InitialSessionWindow int
+	// MaxSessionWindow caps the session window (which is kept at least twice
+	// the largest stream window) and the growth of all windows together.
+	// Default 64 MiB.
+	MaxSessionWindow int
+	// MaxStreams is how many peer-opened streams may be open at once
+	// (cumulative MAX_STREAMS credit). A slot comes back only when a stream
+	// has ended both ways and was accepted or handled. Default 100.
+	MaxStreams int
+	// AcceptBacklog bounds peer-opened streams waiting for Accept; more are
+	// refused with RST_STREAM(REFUSED_STREAM). Default 64.
+	AcceptBacklog int
+	// MaxMessageSize is the largest WebSocket message we accept. Default
+	// 1 MiB; at least 64 KiB.
+	MaxMessageSize int
+	// KeepAliveInterval: a PING is sent when nothing was sent for this
+	// long. Default 15 s. Negative disables keepalive (and KeepAliveTimeout).
+	KeepAliveInterval time.Duration
+	// KeepAliveTimeout: the peer is dead when nothing at all was received
+	// for this long (GOAWAY KEEPALIVE_TIMEOUT). Default 45 s.
+	KeepAliveTimeout time.Duration
+	// IdleTimeout closes the session (GOAWAY IDLE_TIMEOUT) after this long
+	// without DATA or HEADERS either way. Default 0: off. See
+	// Session.SetIdleTimeout.
+	IdleTimeout time.Duration
+	// OpenTimeout bounds Session.Open's wait for the peer's answer.
+	// Default 30 s.
+	OpenTimeout time.Duration
+	// WriteTimeout bounds each write to the connection; a write that makes
+	// no progress for this long ends the session. Default 30 s.
+	WriteTimeout time.Duration
+	// CloseTimeout bounds Session.Close and a GOAWAY drain. Default 30 s.
+	CloseTimeout time.Duration
+	// SettingsTimeout: the peer's SETTINGS must arrive within this long
+	// (else SETTINGS_TIMEOUT). Default 5 s.
+	SettingsTimeout time.Duration
+	// StreamSendBuffer bounds the bytes a stream may have queued but not
+	// yet written. Default 256 KiB.
+	StreamSendBuffer int
+	// SessionSendBuffer bounds the bytes of all streams queued but not yet
+	// written. Default 4 MiB.
+	SessionSendBuffer int
+	// MaxBatch bounds one WebSocket message (one write) of the writer.
+	// Default 256 KiB.
+	MaxBatch int
+	// Handler, when set, is called for every stream the peer opens, on a
+	// bounded pool of goroutines (never on the read loop). A nil return
+	// accepts the stream: its HEADERS ACK is queued and Stream.Accepted
+	// closes once the ACK was written. An error refuses it with
+	// RST_STREAM(REFUSED_STREAM), or with the code of a returned
+	// *StreamError. With a Handler, Accept never returns a stream.
+	//
+	// Without a Handler, peer streams are acknowledged as soon as they
+	// arrive (so optimistic opens never wait for the application) and
+	// queue for Accept.
+	Handler func(*Stream) error
+	// HandlerConcurrency bounds the goroutines running Handler; they exit
+	// when there is no work. Default 64.
+	HandlerConcurrency int
+	// Logger, when set, receives session-level events (protocol errors,
+	// timeouts). The library never logs otherwise.
+	Logger *slog.Logger
+}
+
+// Default values of Config.
+const (
+	DefaultMaxFramePayload      = 16 << 10
+	DefaultMaxHeaderBytes       = 8 << 10
+	DefaultInitialStreamWindow  = 256 << 10
+	DefaultMaxStreamWindow      = 16 << 20
+	DefaultInitialSessionWindow = 1 << 20
+	DefaultMaxSessionWindow     = 64 << 20
+	DefaultMaxStreams           = 100
+	DefaultAcceptBacklog        = 64
+	DefaultMaxMessageSize       = 1 << 20
+	DefaultKeepAliveInterval    = 15 * time.Second
+	DefaultKeepAliveTimeout     = 45 * time.Second
+	DefaultOpenTimeout          = 30 * time.Second
+	DefaultWriteTimeout         = 30 * time.Second
+	DefaultCloseTimeout         = 30 * time.Second
+	DefaultSettingsTimeout      = 5 * time.Second
+	DefaultStreamSendBuffer     = 256 << 10
+	DefaultSessionSendBuffer    = 4 << 20
+	DefaultMaxBatch             = 256 << 10
+	DefaultHandlerConcurrency   = 64
+)
+
+// Abuse budgets (protocol.md 6.8). Unexported: they are protocol policy.
+const (
+	pingRate          = 10               // received PINGs per second (token bucket)
+	pingBurst         = 50               // bucket size
+	maxQueuedPingAcks = 32               // PING ACKs waiting for the writer
+	maxUrgent         = 1000             // urgent queue entries induced by the peer
+	budgetWindow      = 10 * time.Second // window of the counters below
+	maxYoungResets    = 200              // peer resets of young streams (and refusals) per window
+	maxUseless        = 1000             // useless frames per window
+	youngStreamAge    = time.Second      // a reset stream younger than this...
+	youngStreamBytes  = 1 << 10          // ...with fewer bytes exchanged counts as a rapid reset
+	interactiveBytes  = 1 << 10          // a stream with less pending counts as interactive
+	agingInteractive  = 8                // bulk gets a frame after this many interactive frames
+	rttPingInterval   = 30 * time.Second
+	closeLinger       = 2 * time.Second // wait for the peer's close after ours, at most
+)
+
+// DefaultConfig returns a Config with every field at its default.
+func DefaultConfig() *Config {
+	return &Config{
+		MaxFramePayload:      DefaultMaxFramePayload,
+		MaxHeaderBytes:       DefaultMaxHeaderBytes,
+		InitialStreamWindow:  DefaultInitialStreamWindow,
+		MaxStreamWindow:      DefaultMaxStreamWindow,
+		InitialSessionWindow: DefaultInitialSessionWindow,
+		MaxSessionWindow:     DefaultMaxSessionWindow,
+		MaxStreams:           DefaultMaxStreams,
+		AcceptBacklog:        DefaultAcceptBacklog,
+		MaxMessageSize:       DefaultMaxMessageSize,
+		KeepAliveInterval:    DefaultKeepAliveInterval,
+		KeepAliveTimeout:     DefaultKeepAliveTimeout,
+		OpenTimeout:          DefaultOpenTimeout,
+		WriteTimeout:         DefaultWriteTimeout,
+		CloseTimeout:         DefaultCloseTimeout,
+		SettingsTimeout:      DefaultSettingsTimeout,
+		StreamSendBuffer:     DefaultStreamSendBuffer,
+		SessionSendBuffer:    DefaultSessionSendBuffer,
+		MaxBatch:             DefaultMaxBatch,
+		HandlerConcurrency:   DefaultHandlerConcurrency,
+	}
+}
+
+// withDefaults returns a copy of c (nil allowed) with zero fields defaulted.
+func (c *Config) withDefaults() *Config {
+	d := DefaultConfig()
+	if c == nil {
+		return d
+	}
+	n := *c
+	setInt := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setDur := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setInt(&n.MaxFramePayload, d.MaxFramePayload)
+	setInt(&n.MaxHeaderBytes, d.MaxHeaderBytes)
+	setInt(&n.InitialStreamWindow, d.InitialStreamWindow)
+	setInt(&n.MaxStreamWindow, d.MaxStreamWindow)
+	setInt(&n.InitialSessionWindow, d.InitialSessionWindow)
+	setInt(&n.MaxSessionWindow, d.MaxSessionWindow)
+	setInt(&n.MaxStreams, d.MaxStreams)
+	setInt(&n.AcceptBacklog, d.AcceptBacklog)
+	setInt(&n.MaxMessageSize, d.MaxMessageSize)
+	setDur(&n.KeepAliveInterval, d.KeepAliveInterval)
+	setDur(&n.KeepAliveTimeout, d.KeepAliveTimeout)
+	setDur(&n.OpenTimeout, d.OpenTimeout)
+	setDur(&n.WriteTimeout, d.WriteTimeout)
+	setDur(&n.CloseTimeout, d.CloseTimeout)
+	setDur(&n.SettingsTimeout, d.SettingsTimeout)
+	setInt(&n.StreamSendBuffer, d.StreamSendBuffer)
+	setInt(&n.SessionSendBuffer, d.SessionSendBuffer)
+	setInt(&n.MaxBatch, d.MaxBatch)
+	setInt(&n.HandlerConcurrency, d.HandlerConcurrency)
+	if n.MaxStreamWindow < n.InitialStreamWindow {
+		n.MaxStreamWindow = n.InitialStreamWindow
+	}
+	if n.MaxSessionWindow < n.InitialSessionWindow {
+		n.MaxSessionWindow = n.InitialSessionWindow
+	}
+	return &n
+}
+
+// Validate reports the first invalid field of c after defaults are applied.
+// A nil Config is valid.
+func (c *Config) Validate() error {
+	n := c.withDefaults()
+	const maxWin = 1<<31 - 1
+	switch {
+	case n.MaxFramePayload < frame.MinMaxDataPayload || n.MaxFramePayload > frame.MaxPayload:
+		return fmt.Errorf("mux: MaxFramePayload %d outside %d..%d", n.MaxFramePayload, frame.MinMaxDataPayload, frame.MaxPayload)
+	case n.MaxHeaderBytes < 1024 || n.MaxHeaderBytes > frame.MaxPayload:
+		return fmt.Errorf("mux: MaxHeaderBytes %d outside 1024..%d", n.MaxHeaderBytes, frame.MaxPayload)
+	case n.InitialStreamWindow < 0 || n.MaxStreamWindow > maxWin:
+		return errors.New("mux: stream window out of range")
+	case n.InitialSessionWindow < 0 || n.MaxSessionWindow > maxWin:
+		return errors.New("mux: session window out of range")
+	case n.InitialSessionWindow < n.InitialStreamWindow:
+		return errors.New("mux: InitialSessionWindow below InitialStreamWindow")
+	case n.MaxStreams < 0 || n.MaxStreams > frame.MaxCredit:
+		return errors.New("mux: MaxStreams out of range")
+	case n.AcceptBacklog < 0:
+		return errors.New("mux: negative AcceptBacklog")
+	case n.MaxMessageSize < 64<<10 || n.MaxMessageSize > maxWin:
+		return errors.New("mux: MaxMessageSize below 64 KiB")
+	case n.MaxMessageSize < n.MaxFramePayload+frame.HeaderSize:
+		return errors.New("mux: MaxMessageSize below one full DATA frame")
+	case n.KeepAliveInterval > 0 && n.KeepAliveTimeout > 0 && n.KeepAliveTimeout <= n.KeepAliveInterval:
+		return errors.New("mux: KeepAliveTimeout must exceed KeepAliveInterval")
+	case n.IdleTimeout < 0 || n.OpenTimeout < 0 || n.WriteTimeout < 0 || n.CloseTimeout < 0 || n.SettingsTimeout < 0:
+		return errors.New("mux: negative timeout")
+	case n.StreamSendBuffer < 0 || n.SessionSendBuffer < 0:
+		return errors.New("mux: negative send buffer")
+	case n.MaxBatch < 4<<10:
+		return errors.New("mux: MaxBatch below 4 KiB")
+	case n.HandlerConcurrency < 0:
+		return errors.New("mux: negative HandlerConcurrency")
+	}
+	return nil
+}

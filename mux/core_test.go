@@ -1,0 +1,109 @@
+package mux
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wsmux/wsmux/frame"
+)
+
+// frames decodes a batch into its frames.
+func frames(t *testing.T, b []byte) []frame.Frame {
+	t.Helper()
+	var out []frame.Frame
+	var it frame.Iterator
+	it.Reset(b, frame.DefaultLimits())
+	for it.Next() {
+		out = append(out, it.Frame())
+	}
+	require.NoError(t, it.Err())
+	return out
+}
+
+// TestCoreWithoutSockets drives the state machine directly with a fake
+// clock: messages in, batches out.
+func TestCoreWithoutSockets(t *testing.T) {
+	var stats statsCounters
+	cfg := (*Config)(nil).withDefaults()
+	c := newCore(cfg, false, &stats, 0)
+	pre := frames(t, c.appendPreface(nil))
+	require.Len(t, pre, 1)
+	require.Equal(t, frame.TypeSettings, pre[0].Type)
+
+	// The client's first message: SETTINGS, SYN and DATA with FIN.
+	var s frame.Settings
+	msg := frame.AppendSettings(nil, &s)
+	msg = appendOK(frame.AppendHeadersBlock(msg, 1, frame.FlagSYN, nil))
+	msg = appendOK(frame.AppendData(msg, 1, true, []byte("hello")))
+	require.NoError(t, c.feed(msg, time.Second))
+	require.Len(t, c.acceptQ, 1)
+	st := c.acceptQ[0]
+	require.Equal(t, 5, st.rxq.Len())
+	require.True(t, st.finRecv)
+
+	// Answer: the ACK.
+	out := frames(t, c.appendBatch(nil, time.Second))
+	require.Len(t, out, 1)
+	require.Equal(t, frame.TypeHeaders, out[0].Type)
+	require.Equal(t, frame.FlagACK, out[0].Flags)
+
+	// A PING is answered first thing.
+	require.NoError(t, c.feed(frame.AppendPing(nil, false, 7), 2*time.Second))
+	out = frames(t, c.appendBatch(nil, 2*time.Second))
+	require.Len(t, out, 1)
+	require.Equal(t, frame.TypePing, out[0].Type)
+	require.Equal(t, uint32(7), out[0].Arg)
+
+	// Nothing sent for KeepAliveInterval: a PING goes out.
+	now := 2*time.Second + cfg.KeepAliveInterval
+	require.Equal(t, cfg.KeepAliveInterval, c.nextTimer(2*time.Second))
+	c.tick(now)
+	out = frames(t, c.appendBatch(nil, now))
+	require.Len(t, out, 1)
+	require.Equal(t, frame.TypePing, out[0].Type)
+	require.Zero(t, out[0].Flags)
+
+	// Nothing received for KeepAliveTimeout: the session fails.
+	c.tick(2*time.Second + cfg.KeepAliveTimeout)
+	require.NotNil(t, c.err)
+	require.Equal(t, frame.KeepaliveTimeout, c.err.Code)
+	out = frames(t, c.appendBatch(nil, now))
+	require.Len(t, out, 1)
+	require.Equal(t, frame.TypeGoAway, out[0].Type)
+	require.Equal(t, frame.KeepaliveTimeout, out[0].Code())
+	require.Equal(t, uint32(1), out[0].StreamID)
+}
+
+func TestChunkQueue(t *testing.T) {
+	var q chunkQueue
+	src := make([]byte, 100<<10)
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	for _, n := range []int{1, 100, 16 << 10, 16<<10 + 1, 40 << 10} {
+		q.write(src[:n])
+	}
+	total := 1 + 100 + 16<<10 + 16<<10 + 1 + 40<<10
+	require.Equal(t, total, q.Len())
+	var got []byte
+	buf := make([]byte, 5000)
+	for q.Len() > 0 {
+		n := q.read(buf)
+		got = append(got, buf[:n]...)
+	}
+	var want []byte
+	for _, n := range []int{1, 100, 16 << 10, 16<<10 + 1, 40 << 10} {
+		want = append(want, src[:n]...)
+	}
+	require.Equal(t, want, got)
+	require.Zero(t, q.cnt, "no chunk held once drained")
+
+	q.write(src[:30000])
+	b := q.appendTo(nil, 20000)
+	require.Equal(t, src[:20000], b)
+	require.Equal(t, 10000, q.Len())
+	q.reset()
+	require.Zero(t, q.Len())
+}

@@ -1,0 +1,85 @@
+package mux
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/wsmux/wsmux/mux/internal/wsio"
+)
+
+// Subprotocol is the WebSocket subprotocol of WSMUX/1, offered by Dial and
+// required by Upgrade.
+const Subprotocol = wsio.Subprotocol
+
+// HandshakeError reports a failed WebSocket handshake: on Dial, the
+// server's HTTP status (with its headers and the start of its body) when it
+// did not switch protocols; on Upgrade, the status answered to the client.
+type HandshakeError = wsio.HandshakeError
+
+// Dialer opens client sessions over ws:// and wss:// URLs.
+type Dialer struct {
+	// Config configures the sessions; nil means DefaultConfig().
+	Config *Config
+	// Header holds extra request headers of the upgrade (Authorization,
+	// X-Stream-Protocol-Version...).
+	Header http.Header
+	// TLSConfig configures TLS for wss:// URLs; nil means the defaults.
+	TLSConfig *tls.Config
+	// NetDial opens the TCP connection; nil means a net.Dialer.
+	NetDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// HandshakeTimeout bounds the WebSocket handshake; zero means 10 s.
+	HandshakeTimeout time.Duration
+}
+
+// Dial connects to url (ws:// or wss://), performs the WebSocket handshake
+// offering Subprotocol and starts the client side of a session.
+func (d *Dialer) Dial(ctx context.Context, url string) (*Session, error) {
+	if err := d.Config.Validate(); err != nil {
+		return nil, err
+	}
+	conn, br, _, err := wsio.Dial(ctx, url, wsio.DialOptions{
+		Header:    d.Header,
+		TLSConfig: d.TLSConfig,
+		NetDial:   d.NetDial,
+		Timeout:   d.HandshakeTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s, err := NewSession(conn, br, true, d.Config)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Dial connects to url with a zero Dialer and cfg; see Dialer.Dial.
+func Dial(ctx context.Context, url string, cfg *Config) (*Session, error) {
+	d := Dialer{Config: cfg}
+	return d.Dial(ctx, url)
+}
+
+// Upgrade hijacks an HTTP request that asks for a WebSocket with
+// Subprotocol, answers 101 and starts the server side of a session. On a
+// failed handshake it has already answered the client with an HTTP error
+// and returns a *HandshakeError.
+func Upgrade(w http.ResponseWriter, r *http.Request, cfg *Config) (*Session, error) {
+	if err := cfg.Validate(); err != nil {
+		http.Error(w, "wsmux: bad server configuration", http.StatusInternalServerError)
+		return nil, err
+	}
+	conn, br, err := wsio.Upgrade(w, r, nil)
+	if err != nil {
+		return nil, err
+	}
+	s, err := NewSession(conn, br, false, cfg)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return s, nil
+}

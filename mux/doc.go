@@ -1,0 +1,49 @@
+// Package mux is the wsmux stream multiplexer: many bidirectional,
+// flow-controlled byte streams over one WebSocket connection (WSMUX/1,
+// subprotocol "wsmux.v1").
+//
+// A server upgrades HTTP requests and accepts streams; a client dials and
+// opens them:
+//
+//	// server
+//	http.HandleFunc("/mux", func(w http.ResponseWriter, r *http.Request) {
+//		sess, err := mux.Upgrade(w, r, nil)
+//		if err != nil {
+//			return // the client got an HTTP error
+//		}
+//		defer sess.Close()
+//		for {
+//			st, err := sess.AcceptStream(r.Context())
+//			if err != nil {
+//				return
+//			}
+//			go func() { io.Copy(st, st); st.Close() }() // echo, then half-close
+//		}
+//	})
+//
+//	// client
+//	sess, err := mux.Dial(ctx, "ws://host/mux", nil)
+//	st, err := sess.Open(ctx, http.Header{"Streamtype": {"data"}})
+//	st.Write([]byte("hello"))
+//	st.CloseWrite()
+//	reply, err := io.ReadAll(st)
+//
+// A Session is a net.Listener (Accept) and a Stream is a net.Conn with its
+// own deadlines. Stream.Close is a half-close (FIN): the peer reads EOF and
+// may still write back; Stream.Reset aborts both directions with an error
+// code. Data the peer sent before it reset a stream or closed the session is
+// still delivered before the error or EOF.
+//
+// Flow control is per stream and per session, credit returned as the
+// application reads, so a stream nobody reads never stalls the others.
+// Writes block (honouring deadlines) when credit or send buffers run out.
+// Config documents every limit and timeout and its default; a nil *Config
+// means the defaults.
+//
+// Structure: a session is a state machine (core: messages in, state
+// changes, batches of frames out; no goroutines, no clock of its own)
+// driven by one reader and one writer goroutine over the connection. The
+// writer sends control frames before data and schedules data round-robin
+// with an interactive class, batching everything ready into one WebSocket
+// message per write. Steady-state reads and writes do not allocate.
+package mux

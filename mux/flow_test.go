@@ -1,0 +1,131 @@
+package mux
+
+import (
+	"context"
+	"crypto/sha256"
+	"io"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestSlowReaderIsolation: stream A's reader never reads while stream B
+// moves many times the session window.
+func TestSlowReaderIsolation(t *testing.T) {
+	size := 64 << 20
+	if testing.Short() || raceEnabled {
+		size = 16 << 20
+	}
+	cs, ss := pipePair(t, nil, nil)
+	a, aPeer := openPair(t, cs, ss)
+	b, bPeer := openPair(t, cs, ss)
+	_ = aPeer // never read
+
+	// Fill A's window: its writer blocks once the peer's window is full.
+	aDone := make(chan int)
+	go func() {
+		n, _ := a.Write(make([]byte, 8<<20))
+		aDone <- n
+	}()
+
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(rand.Uint32())
+	}
+	want := sha256.New()
+	go func() {
+		for sent := 0; sent < size; sent += len(data) {
+			if _, err := b.Write(data); err != nil {
+				return
+			}
+		}
+		_ = b.CloseWrite()
+	}()
+	for sent := 0; sent < size; sent += len(data) {
+		want.Write(data)
+	}
+	got := sha256.New()
+	n, err := io.Copy(got, bPeer)
+	require.NoError(t, err)
+	require.Equal(t, int64(size), n)
+	require.Equal(t, want.Sum(nil), got.Sum(nil))
+
+	// A is still stuck at its window, and resetting it frees the writer.
+	select {
+	case <-aDone:
+		t.Fatal("A's write finished although nobody reads")
+	default:
+	}
+	require.NoError(t, a.SetWriteDeadline(time.Now()))
+	require.Less(t, <-aDone, 8<<20)
+}
+
+// TestStreamCredit: the peer's MaxStreams bounds concurrent opens, and a
+// slot comes back only when a stream has ended both ways and was accepted.
+func TestStreamCredit(t *testing.T) {
+	cs, ss := pipePair(t, nil, &Config{MaxStreams: 2})
+	ctx := context.Background()
+	s1, p1 := openPair(t, cs, ss)
+	_, _ = openPair(t, cs, ss)
+	tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err := cs.Open(tctx, nil)
+	require.Error(t, err, "third stream must wait for credit")
+
+	// End s1 both ways: the slot comes back.
+	require.NoError(t, s1.Close())
+	_, err = io.ReadAll(p1)
+	require.NoError(t, err)
+	require.NoError(t, p1.Close())
+	_, err = io.ReadAll(s1)
+	require.NoError(t, err)
+	acc := acceptOne(ss)
+	s3, err := cs.Open(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, uint32(5), s3.ID())
+	require.NotNil(t, <-acc)
+}
+
+// TestAcceptBacklog: streams beyond the backlog are refused.
+func TestAcceptBacklog(t *testing.T) {
+	cs, ss := pipePair(t, nil, &Config{AcceptBacklog: 2})
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		_, err := cs.Open(ctx, nil)
+		require.NoError(t, err)
+	}
+	_, err := cs.Open(ctx, nil)
+	var se *StreamError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, "REFUSED_STREAM", se.Code.String())
+	_, err = ss.AcceptStream(ctx)
+	require.NoError(t, err)
+	_, err = cs.Open(ctx, nil)
+	require.NoError(t, err)
+}
+
+func TestCloseRead(t *testing.T) {
+	cs, ss := pipePair(t, nil, nil)
+	st, peer := openPair(t, cs, ss)
+	require.NoError(t, st.CloseRead())
+	_, err := st.Read(make([]byte, 1))
+	require.ErrorIs(t, err, ErrStreamClosed)
+	// The peer's writes end with a *StreamError once STOP_SENDING lands.
+	var werr error
+	for i := 0; i < 1000 && werr == nil; i++ {
+		_, werr = peer.Write(make([]byte, 64<<10))
+	}
+	var se *StreamError
+	require.ErrorAs(t, werr, &se)
+	require.True(t, se.Remote)
+	// The other direction still works.
+	_, err = st.Write([]byte("still"))
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	got, err := io.ReadAll(peer)
+	require.NoError(t, err)
+	require.Equal(t, "still", string(got))
+	require.Eventually(t, func() bool { return cs.NumStreams() == 0 && ss.NumStreams() == 0 }, 5*time.Second, time.Millisecond)
+}

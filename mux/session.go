@@ -1,0 +1,660 @@
+package mux
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gobwas/ws"
+
+	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/mux/internal/pool"
+	"github.com/wsmux/wsmux/mux/internal/wsio"
+)
+
+// Session is one WSMUX/1 connection: many Streams over one WebSocket. It
+// implements net.Listener (Accept returns the streams the peer opens). All
+// methods are safe for concurrent use.
+//
+// A session runs two goroutines: a reader (WebSocket messages into the
+// session state) and a writer (batches of frames out, timers). Handler
+// calls run on a bounded pool of further goroutines.
+type Session struct {
+	cfg   *Config
+	conn  net.Conn
+	wsc   *wsio.Conn
+	epoch time.Time
+	stats statsCounters
+
+	mu       sync.Mutex
+	c        *core
+	workers  int // handler goroutines running
+	closeReq bool
+
+	wakeCh     chan struct{}
+	readerDone chan struct{}
+	writerDone chan struct{}
+	done       chan struct{}
+	closeOnce  sync.Once
+}
+
+// NewSession starts a session over conn, a connection that has completed
+// its WebSocket handshake (subprotocol wsmux.v1). br, when not nil, is the
+// reader the handshake used; bytes it already buffered are read first.
+// client selects the role: the client masks its frames and opens odd
+// stream ids. cfg nil means DefaultConfig().
+//
+// Most programs use Dial, Dialer.Dial or Upgrade instead.
+func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Session, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Session{
+		cfg:        cfg,
+		conn:       conn,
+		wsc:        wsio.New(conn, br, client, cfg.MaxMessageSize),
+		epoch:      time.Now(),
+		wakeCh:     make(chan struct{}, 1),
+		readerDone: make(chan struct{}),
+		writerDone: make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	s.c = newCore(cfg, client, &s.stats, 0)
+	s.c.sess = s
+	s.c.wake = s.wake
+	s.c.onHandler = s.spawnHandlers
+	s.wsc.SetNotify(s.wake)
+	go s.writeLoop()
+	go s.readLoop()
+	return s, nil
+}
+
+// Client starts the client side of a session over an upgraded WebSocket
+// connection (see NewSession).
+func Client(conn net.Conn, cfg *Config) (*Session, error) { return NewSession(conn, nil, true, cfg) }
+
+// Server starts the server side of a session over an upgraded WebSocket
+// connection (see NewSession).
+func Server(conn net.Conn, cfg *Config) (*Session, error) { return NewSession(conn, nil, false, cfg) }
+
+func (s *Session) now() time.Duration { return time.Since(s.epoch) }
+
+func (s *Session) wake() { notify(s.wakeCh) }
+
+// readLoop feeds every message to the core until the connection fails.
+func (s *Session) readLoop() {
+	defer close(s.readerDone)
+	for {
+		msg, err := s.wsc.ReadMessage()
+		s.mu.Lock()
+		if err != nil {
+			s.readFailed(err)
+			s.mu.Unlock()
+			return
+		}
+		s.c.feed(msg, s.now())
+		s.mu.Unlock()
+	}
+}
+
+// readFailed ends the session after a read error (s.mu held).
+func (s *Session) readFailed(err error) {
+	c := s.c
+	var ce *wsio.CloseError
+	var pe *wsio.ProtocolError
+	switch {
+	case errors.As(err, &ce):
+		c.wsClosedByPeer = true
+		if c.goawayRecv {
+			c.die(&SessionError{Code: c.peerGoAway.Code, Remote: true, Err: err}, false, false)
+			break
+		}
+		code := frame.NoError
+		if ce.Code != ws.StatusNormalClosure && ce.Code != ws.StatusGoingAway && ce.Code != ws.StatusNoStatusRcvd {
+			code = frame.ProtocolError
+		}
+		if c.err == nil && code != frame.NoError {
+			c.stats.countError(code)
+		}
+		c.die(&SessionError{Code: code, Remote: true, Err: err}, false, false)
+	case errors.As(err, &pe):
+		c.wsCloseCode = uint16(pe.Close)
+		c.fail(frame.ProtocolError, err)
+	default:
+		c.noGoAway = true
+		code := frame.InternalError
+		if c.goawayRecv {
+			code = c.peerGoAway.Code
+		}
+		c.die(&SessionError{Code: code, Remote: true, Err: err}, false, false)
+	}
+}
+
+// writeLoop writes the preface, then batches until the session ends; it
+// also runs the timers. It closes the connection when done.
+func (s *Session) writeLoop() {
+	defer close(s.writerDone)
+	c := s.c
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var acks []*Stream
+	var zero [wsio.HeaderRoom]byte
+	first := true
+	writeFailed := false
+	var wdl time.Time // write deadline in force
+	for {
+		if err := s.wsc.FlushControl(); err != nil {
+			s.mu.Lock()
+			c.noGoAway = true
+			c.die(&SessionError{Code: frame.InternalError, Err: err}, false, false)
+			s.mu.Unlock()
+			writeFailed = true
+			break
+		}
+		buf := pool.GetBatch()
+		b := append(buf.B[:0], zero[:]...)
+		s.mu.Lock()
+		now := s.now()
+		if first {
+			b = c.appendPreface(b)
+			c.lastSend = now
+			c.sendPing(now) // first RTT sample
+			first = false
+		}
+		c.tick(now)
+		b = c.appendBatch(b, now)
+		acks = append(acks[:0], c.ackedList...)
+		clear(c.ackedList)
+		c.ackedList = c.ackedList[:0]
+		dead := c.err != nil
+		finished := dead && c.flushDone()
+		wait := c.nextTimer(now)
+		closeBy := c.closeBy
+		s.mu.Unlock()
+		if len(b) > wsio.HeaderRoom {
+			// The deadline is refreshed only when less than 3/4 of
+			// WriteTimeout is left: a write always gets at least that
+			// long, and steady state makes no deadline call per write.
+			t := time.Now()
+			switch {
+			case dead && closeBy > 0:
+				wdl = s.epoch.Add(closeBy)
+				_ = s.conn.SetWriteDeadline(wdl)
+			case wdl.Sub(t) < s.cfg.WriteTimeout*3/4:
+				wdl = t.Add(s.cfg.WriteTimeout)
+				_ = s.conn.SetWriteDeadline(wdl)
+			}
+			err := s.wsc.WriteMessage(b)
+			buf.B = b
+			pool.PutBatch(buf)
+			if err != nil {
+				if errors.Is(err, wsio.ErrCloseSent) {
+					// The reader got the peer's close and FlushControl
+					// answered it: the reader's account of the end wins.
+					<-s.readerDone
+				}
+				code := frame.InternalError
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					code = frame.StallTimeout // no write progress for WriteTimeout
+				}
+				s.mu.Lock()
+				c.noGoAway = true
+				if c.err == nil {
+					c.stats.countError(code)
+				}
+				c.die(&SessionError{Code: code, Err: err}, false, false)
+				s.mu.Unlock()
+				writeFailed = true
+				break
+			}
+			s.stats.messagesOut.Add(1)
+			s.stats.bytesOut.Add(uint64(len(b) - wsio.HeaderRoom))
+			for _, st := range acks {
+				s.mu.Lock()
+				st.closeAck()
+				s.mu.Unlock()
+			}
+			clear(acks)
+			if finished {
+				break
+			}
+			continue
+		}
+		buf.B = b
+		pool.PutBatch(buf)
+		if finished {
+			break
+		}
+		if wait < 0 {
+			wait = time.Hour
+		}
+		timer.Reset(wait)
+		select {
+		case <-s.wakeCh:
+		case <-timer.C:
+		}
+	}
+	s.finish(writeFailed)
+}
+
+// finish sends the WebSocket close, lets the peer answer for a moment and
+// closes the connection (writer goroutine).
+func (s *Session) finish(writeFailed bool) {
+	s.mu.Lock()
+	c := s.c
+	code := wsCloseCode(c.err)
+	if c.wsCloseCode != 0 {
+		code = ws.StatusCode(c.wsCloseCode)
+	}
+	peerClosed := c.wsClosedByPeer
+	reason := ""
+	if c.err.Err != nil && !c.err.Remote {
+		reason = truncText(c.err.Err.Error(), 120)
+	}
+	closeBy := c.closeBy
+	s.mu.Unlock()
+	if !writeFailed {
+		linger := time.Now().Add(min(closeLinger, s.cfg.CloseTimeout))
+		if closeBy > 0 {
+			if t := s.epoch.Add(closeBy); t.Before(linger) {
+				linger = t
+			}
+		}
+		_ = s.conn.SetWriteDeadline(linger)
+		if peerClosed {
+			_ = s.wsc.FlushControl()
+		} else {
+			_ = s.wsc.WriteClose(code, reason)
+		}
+		_ = s.conn.SetReadDeadline(linger)
+		select {
+		case <-s.readerDone:
+		case <-time.After(time.Until(linger)):
+		}
+	}
+	_ = s.conn.Close()
+	<-s.readerDone
+	close(s.done)
+}
+
+// wsCloseCode maps a session error to a WebSocket close status.
+func wsCloseCode(e *SessionError) ws.StatusCode {
+	if e == nil {
+		return ws.StatusNormalClosure
+	}
+	switch e.Code {
+	case frame.NoError, frame.IdleTimeout:
+		return ws.StatusNormalClosure
+	case frame.KeepaliveTimeout, frame.SettingsTimeout, frame.StallTimeout:
+		return ws.StatusGoingAway
+	case frame.EnhanceYourCalm, frame.StreamLimit, frame.HeaderTooLarge, frame.MemoryLimit:
+		return ws.StatusPolicyViolation
+	case frame.InternalError:
+		return ws.StatusInternalServerError
+	}
+	return ws.StatusProtocolError
+}
+
+// spawnHandlers starts handler goroutines for queued streams, up to
+// HandlerConcurrency (s.mu held).
+func (s *Session) spawnHandlers() {
+	for s.workers < s.cfg.HandlerConcurrency && s.workers < len(s.c.handlerQ) {
+		s.workers++
+		go s.handlerWorker()
+	}
+}
+
+// handlerWorker runs Handler for queued streams and exits when none is left.
+func (s *Session) handlerWorker() {
+	c := s.c
+	for {
+		s.mu.Lock()
+		if c.err != nil { // the session ended: nothing left to handle
+			for _, st := range c.handlerQ {
+				st.handled = true
+				st.closeAck()
+			}
+			clear(c.handlerQ)
+			c.handlerQ = c.handlerQ[:0]
+		}
+		if len(c.handlerQ) == 0 {
+			s.workers--
+			s.mu.Unlock()
+			return
+		}
+		st := c.handlerQ[0]
+		copy(c.handlerQ, c.handlerQ[1:])
+		c.handlerQ[len(c.handlerQ)-1] = nil
+		c.handlerQ = c.handlerQ[:len(c.handlerQ)-1]
+		s.mu.Unlock()
+		err := s.cfg.Handler(st)
+		s.mu.Lock()
+		st.handled = true
+		if c.err == nil {
+			if err == nil {
+				if st.resetErr == nil {
+					c.queueAck(st)
+				}
+			} else {
+				code := frame.RefusedStream
+				reason := ""
+				var se *StreamError
+				if errors.As(err, &se) {
+					code, reason = se.Code, se.Reason
+				}
+				c.resetStream(st, code, reason, s.now(), false)
+			}
+		}
+		if c.err != nil {
+			st.closeAck()
+		}
+		c.maybeFinish(st)
+		s.mu.Unlock()
+	}
+}
+
+// Open opens a stream with headers h and waits for the peer to accept it.
+// A refusal (a Handler error on the peer) returns a *StreamError with the
+// peer's code, typically REFUSED_STREAM. ctx and Config.OpenTimeout bound
+// the wait, which also ends at once when the session does.
+func (s *Session) Open(ctx context.Context, h http.Header) (*Stream, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpenTimeout)
+	defer cancel()
+	st, err := s.open(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-st.ackCh:
+	case <-ctx.Done():
+		_ = st.Reset(frame.Cancel)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, ErrTimeout
+		}
+		return nil, ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st.acked {
+		return st, nil
+	}
+	if st.resetErr != nil {
+		return nil, st.resetErr
+	}
+	return nil, s.c.err
+}
+
+// OpenEarly opens a stream with headers h without waiting for the peer's
+// answer: Writes may follow at once within the initial window. A later
+// refusal shows as a *StreamError from Read and Write. It waits only when
+// the peer's stream credit is used up, bounded by Config.OpenTimeout.
+//
+// Right after the session starts, OpenEarly waits for the peer's SETTINGS
+// (its first frame: half a round trip at most), since the peer's stream
+// credit and windows may be below the protocol defaults.
+func (s *Session) OpenEarly(h http.Header) (*Stream, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.OpenTimeout)
+	defer cancel()
+	return s.open(ctx, h)
+}
+
+func (s *Session) open(ctx context.Context, h http.Header) (*Stream, error) {
+	c := s.c
+	s.mu.Lock()
+	for {
+		if c.err != nil {
+			s.mu.Unlock()
+			return nil, c.err
+		}
+		if c.goawaySent || c.goawayRecv {
+			s.mu.Unlock()
+			return nil, ErrGoAway
+		}
+		if c.canOpen() {
+			break
+		}
+		s.mu.Unlock()
+		select {
+		case <-c.creditCh:
+		case <-c.deadCh:
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, ErrTimeout
+			}
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+	}
+	var block []byte
+	if len(h) > 0 {
+		var err error
+		if block, err = frame.AppendHeaderBlock(nil, h, &c.peerBlock); err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+	}
+	st := c.openLocal(block, s.now())
+	if c.canOpen() {
+		notify(c.creditCh) // let the next opener in
+	}
+	s.mu.Unlock()
+	return st, nil
+}
+
+// AcceptStream waits for the next stream the peer opens. It fails when ctx
+// ends or the session does. With a Config.Handler it never returns a
+// stream.
+func (s *Session) AcceptStream(ctx context.Context) (*Stream, error) {
+	c := s.c
+	for {
+		s.mu.Lock()
+		if c.err != nil {
+			s.mu.Unlock()
+			return nil, c.err
+		}
+		if len(c.acceptQ) > 0 {
+			st := c.acceptQ[0]
+			copy(c.acceptQ, c.acceptQ[1:])
+			c.acceptQ[len(c.acceptQ)-1] = nil
+			c.acceptQ = c.acceptQ[:len(c.acceptQ)-1]
+			if len(c.acceptQ) > 0 {
+				notify(c.acceptCh)
+			}
+			st.handled = true
+			c.maybeFinish(st)
+			s.mu.Unlock()
+			return st, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-c.acceptCh:
+		case <-c.deadCh:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Accept waits for the next stream the peer opens (net.Listener).
+func (s *Session) Accept() (net.Conn, error) {
+	st, err := s.AcceptStream(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Addr returns the local address (net.Listener).
+func (s *Session) Addr() net.Addr { return s.LocalAddr() }
+
+// LocalAddr returns the connection's local address.
+func (s *Session) LocalAddr() net.Addr { return s.conn.LocalAddr() }
+
+// RemoteAddr returns the connection's remote address.
+func (s *Session) RemoteAddr() net.Addr { return s.conn.RemoteAddr() }
+
+// Ping sends a PING and returns the round-trip time when its answer comes.
+// Only one PING is outstanding at a time: concurrent calls share it.
+func (s *Session) Ping(ctx context.Context) (time.Duration, error) {
+	c := s.c
+	s.mu.Lock()
+	if c.err != nil {
+		s.mu.Unlock()
+		return 0, c.err
+	}
+	if !c.pingOut {
+		c.sendPing(s.now())
+	}
+	if c.pingDone == nil {
+		c.pingDone = make(chan struct{})
+	}
+	ch := c.pingDone
+	s.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.err != nil {
+		return 0, c.err
+	}
+	return c.lastRTT, nil
+}
+
+// GoAway starts a graceful shutdown: a GOAWAY with code tells the peer to
+// open no new streams, and Open fails with ErrGoAway here too; existing
+// streams finish. The session closes when the last stream ends, or after
+// Config.CloseTimeout.
+func (s *Session) GoAway(code frame.ErrorCode) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c.err != nil {
+		return s.c.err
+	}
+	s.c.goAway(code, s.now())
+	return nil
+}
+
+// Close ends the session: every stream ends here (received bytes still
+// buffered stay readable, then Read and Write fail with the session's
+// error), GOAWAY(NO_ERROR) goes out, bytes that Writes already queued are
+// still sent (the peer reads them, then EOF), then the WebSocket close, and
+// the connection is closed. It returns within Config.CloseTimeout even if
+// the peer never reads, and is idempotent.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	s.c.shutdown(s.now())
+	s.mu.Unlock()
+	s.closeOnce.Do(func() {
+		t := time.NewTimer(s.cfg.CloseTimeout)
+		defer t.Stop()
+		select {
+		case <-s.done:
+		case <-t.C:
+			_ = s.conn.Close() // unblocks the writer
+			<-s.done
+		}
+	})
+	<-s.done
+	return nil
+}
+
+// CloseChan returns a channel closed when the session ends (for whatever
+// reason); Err then tells why.
+func (s *Session) CloseChan() <-chan struct{} { return s.c.deadCh }
+
+// Done returns a channel closed once the session's goroutines have exited
+// and the connection is closed.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err returns nil while the session runs, then the *SessionError that ended
+// it (Code NO_ERROR and Err ErrSessionClosed after Close).
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c.err == nil {
+		return nil
+	}
+	return s.c.err
+}
+
+// SetIdleTimeout closes the session (GOAWAY IDLE_TIMEOUT) after d without
+// DATA or HEADERS activity either way; keepalive PINGs and window updates do
+// not count. The clock restarts now; 0 turns it off.
+func (s *Session) SetIdleTimeout(d time.Duration) {
+	s.mu.Lock()
+	s.c.idleTimeout = d
+	s.c.lastActivity = s.now()
+	s.mu.Unlock()
+	s.wake()
+}
+
+// NumStreams returns the number of streams not yet ended both ways.
+func (s *Session) NumStreams() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.c.streams)
+}
+
+// Stats are a session's counters. Bytes are WebSocket message payload bytes.
+type Stats struct {
+	BytesIn, BytesOut       uint64
+	FramesIn, FramesOut     uint64
+	MessagesIn, MessagesOut uint64
+	StreamsOpened           uint64 // by us
+	StreamsAccepted         uint64 // opened by the peer and not refused
+	ResetsLocal             uint64 // RST_STREAM we sent
+	ResetsRemote            uint64 // RST_STREAM we received
+	// Errors counts session and stream errors by code (those we detected
+	// and those the peer reported).
+	Errors map[frame.ErrorCode]uint64
+}
+
+// statsCounters are updated atomically and read any time.
+type statsCounters struct {
+	bytesIn, bytesOut, framesIn, framesOut, messagesIn, messagesOut atomic.Uint64
+	streamsOpened, streamsAccepted, resetsLocal, resetsRemote       atomic.Uint64
+	errors                                                          [0x16]atomic.Uint64
+	otherErrors                                                     atomic.Uint64
+}
+
+func (sc *statsCounters) countError(code frame.ErrorCode) {
+	if int(code) < len(sc.errors) {
+		sc.errors[code].Add(1)
+	} else {
+		sc.otherErrors.Add(1)
+	}
+}
+
+// Stats returns a snapshot of the session's counters.
+func (s *Session) Stats() Stats {
+	sc := &s.stats
+	st := Stats{
+		BytesIn: sc.bytesIn.Load(), BytesOut: sc.bytesOut.Load(),
+		FramesIn: sc.framesIn.Load(), FramesOut: sc.framesOut.Load(),
+		MessagesIn: sc.messagesIn.Load(), MessagesOut: sc.messagesOut.Load(),
+		StreamsOpened: sc.streamsOpened.Load(), StreamsAccepted: sc.streamsAccepted.Load(),
+		ResetsLocal: sc.resetsLocal.Load(), ResetsRemote: sc.resetsRemote.Load(),
+		Errors: map[frame.ErrorCode]uint64{},
+	}
+	for i := range sc.errors {
+		if v := sc.errors[i].Load(); v > 0 {
+			st.Errors[frame.ErrorCode(i)] = v
+		}
+	}
+	if v := sc.otherErrors.Load(); v > 0 {
+		st.Errors[frame.ErrorCode(0xFFFFFFFF)] = v
+	}
+	return st
+}
+
+var _ net.Listener = (*Session)(nil)

@@ -1,0 +1,395 @@
+package mux
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/wsmux/wsmux/flow"
+	"github.com/wsmux/wsmux/frame"
+)
+
+// Stream is one bidirectional byte stream of a Session. It implements
+// net.Conn: Read and Write may be called from different goroutines at once,
+// deadlines really unblock waiting calls, and Close is a half-close (the
+// peer reads EOF and may still write back). All methods are safe for
+// concurrent use.
+type Stream struct {
+	sess    *Session
+	id      uint32
+	local   bool          // opened by us
+	created time.Duration // session clock
+
+	// Guarded by sess.mu.
+	hdrs        http.Header
+	synBlock    []byte // our SYN's header block until it is written
+	interactive bool
+	bytes       int64 // payload exchanged both ways (rapid-reset accounting)
+
+	rx         flow.Receiver
+	rxq        chunkQueue
+	finRecv    bool
+	readClosed bool
+
+	tx          sendCredit
+	txq         chunkQueue
+	sessWaiting bool // a Write waits in core.sessWait
+	finQueued   bool
+	finSent     bool
+	writeErr    *StreamError // STOP_SENDING from the peer
+
+	resetErr  *StreamError // reset either way: both directions ended
+	flushing  bool         // reset locally; RST_STREAM follows the queued bytes
+	rstCode   frame.ErrorCode
+	rstReason string
+
+	acked      bool          // local: the peer's ACK arrived (or DATA did)
+	ackImplied bool          // acked by DATA; the ACK itself may follow
+	ackCh      chan struct{} // local: answer or death; peer: ACK written
+	ackClosed  bool
+	handled    bool // peer stream: accepted or its handler returned
+	removed    bool // out of the session table
+
+	inList    int8
+	next      *Stream
+	wuPending uint32
+	wuQueued  bool
+
+	rdCh, wrCh chan struct{}
+	rdDL, wrDL deadline
+	wmu        sync.Mutex // one Write at a time: writes never interleave
+}
+
+func (st *Stream) signalRead()  { notify(st.rdCh) }
+func (st *Stream) signalWrite() { notify(st.wrCh) }
+func (st *Stream) wakeAll() {
+	notify(st.rdCh)
+	notify(st.wrCh)
+}
+
+func (st *Stream) closeAck() {
+	if !st.ackClosed {
+		st.ackClosed = true
+		close(st.ackCh)
+	}
+}
+
+// ID returns the stream id: odd for streams the client opened, even for the
+// server's.
+func (st *Stream) ID() uint32 { return st.id }
+
+// Session returns the session the stream belongs to.
+func (st *Stream) Session() *Session { return st.sess }
+
+// Headers returns the peer's headers: those of its open for a stream it
+// opened, those of its acceptance for a stream we opened (empty until the
+// ACK arrives). The caller must not modify the map.
+func (st *Stream) Headers() http.Header {
+	st.sess.mu.Lock()
+	defer st.sess.mu.Unlock()
+	if st.hdrs == nil {
+		return http.Header{}
+	}
+	return st.hdrs
+}
+
+// Accepted returns a channel closed once the stream's acceptance (its
+// HEADERS ACK) was written to the connection, for streams the peer opened;
+// for streams we opened it is closed when the peer answered. It is also
+// closed when the session ends.
+func (st *Stream) Accepted() <-chan struct{} { return st.ackCh }
+
+// SetInteractive marks the stream as interactive (exec stdin, terminal
+// resize, error streams): its data is sent before bulk streams' data, with
+// an aging rule so bulk streams still progress. Streams with less than
+// 1 KiB pending are treated as interactive anyway.
+func (st *Stream) SetInteractive(on bool) {
+	st.sess.mu.Lock()
+	st.interactive = on
+	st.sess.mu.Unlock()
+}
+
+// LocalAddr returns the session's local address.
+func (st *Stream) LocalAddr() net.Addr { return st.sess.LocalAddr() }
+
+// RemoteAddr returns the session's remote address.
+func (st *Stream) RemoteAddr() net.Addr { return st.sess.RemoteAddr() }
+
+// Read reads received bytes. Data the peer sent before it ended the stream
+// (FIN, reset) or the session is delivered first; then Read returns io.EOF
+// after a FIN or a graceful session end, a *StreamError after a reset, or
+// the session's error. Reading returns flow-control credit to the peer.
+func (st *Stream) Read(p []byte) (int, error) {
+	s := st.sess
+	s.mu.Lock()
+	for {
+		if isClosed(st.rdDL.wait()) {
+			s.mu.Unlock()
+			return 0, ErrTimeout
+		}
+		if st.rxq.Len() > 0 {
+			if len(p) == 0 {
+				s.mu.Unlock()
+				return 0, nil
+			}
+			n := st.rxq.read(p)
+			s.c.consumed(st, n, s.now())
+			if st.rxq.Len() > 0 {
+				st.signalRead() // another reader may take the rest
+			}
+			s.mu.Unlock()
+			return n, nil
+		}
+		if err := st.readErr(); err != nil {
+			s.mu.Unlock()
+			return 0, err
+		}
+		if len(p) == 0 {
+			s.mu.Unlock()
+			return 0, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-st.rdCh:
+		case <-st.rdDL.wait():
+		case <-s.c.deadCh:
+		}
+		s.mu.Lock()
+	}
+}
+
+// readErr is the error Read returns once the buffer is empty.
+func (st *Stream) readErr() error {
+	c := st.sess.c
+	switch {
+	case st.finRecv:
+		return io.EOF
+	case st.resetErr != nil:
+		return st.resetErr
+	case st.readClosed:
+		return ErrStreamClosed
+	case c.err != nil:
+		if graceful(c.err) {
+			return io.EOF
+		}
+		return c.err
+	}
+	return nil
+}
+
+// writeErr is the error Write returns, or nil.
+func (st *Stream) writeErrLocked() error {
+	c := st.sess.c
+	switch {
+	case st.resetErr != nil:
+		return st.resetErr
+	case st.writeErr != nil:
+		return st.writeErr
+	case st.finQueued:
+		return ErrStreamClosed
+	case c.err != nil:
+		return c.err
+	}
+	return nil
+}
+
+// Write queues p for sending; concurrent Writes do not interleave. It copies as much as the stream's credit, its
+// send buffer and the session's send buffer allow and blocks for the rest,
+// honouring the write deadline, resets and the session's end. It returns
+// n < len(p) only with an error; n is then exactly what was queued and
+// will be sent.
+func (st *Stream) Write(p []byte) (int, error) {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	s := st.sess
+	c := s.c
+	n := 0
+	s.mu.Lock()
+	for {
+		if err := st.writeErrLocked(); err != nil {
+			s.mu.Unlock()
+			return n, err
+		}
+		if n == len(p) {
+			s.mu.Unlock()
+			return n, nil
+		}
+		if isClosed(st.wrDL.wait()) {
+			s.mu.Unlock()
+			return n, ErrTimeout
+		}
+		q := st.txq.Len()
+		room := min(st.tx.avail()-q, s.cfg.StreamSendBuffer-q, s.cfg.SessionSendBuffer-c.txQueued)
+		if room > 0 {
+			k := min(room, len(p)-n)
+			st.txq.write(p[n : n+k])
+			c.txQueued += k
+			n += k
+			if st.inList == 0 {
+				c.link(st)
+				c.wake()
+			}
+			continue
+		}
+		if s.cfg.SessionSendBuffer-c.txQueued <= 0 && !st.sessWaiting {
+			st.sessWaiting = true
+			c.sessWait.push(st)
+		}
+		s.mu.Unlock()
+		select {
+		case <-st.wrCh:
+		case <-st.wrDL.wait():
+		case <-c.deadCh:
+		}
+		s.mu.Lock()
+		st.sessWaiting = false
+	}
+}
+
+// CloseWrite ends our direction of the stream: a FIN follows the queued
+// bytes, and the peer reads EOF after them. The stream still reads.
+func (st *Stream) CloseWrite() error {
+	s := st.sess
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st.finQueued || st.resetErr != nil || s.c.err != nil {
+		return nil
+	}
+	st.finQueued = true
+	s.c.link(st)
+	s.c.wake()
+	st.signalWrite()
+	return nil
+}
+
+// Close is CloseWrite: a half-close, as with SPDY streams. Use Reset to
+// abort both directions.
+func (st *Stream) Close() error { return st.CloseWrite() }
+
+// CloseRead ends our receive direction: STOP_SENDING asks the peer to stop,
+// buffered bytes are discarded and credited back, and Read returns
+// ErrStreamClosed.
+func (st *Stream) CloseRead() error {
+	s := st.sess
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.c
+	if st.readClosed || st.finRecv || st.resetErr != nil || c.err != nil {
+		return nil
+	}
+	st.readClosed = true
+	if n := st.rxq.Len(); n > 0 {
+		st.rxq.reset()
+		c.consumed(st, n, s.now())
+	}
+	c.urgent.push(ctrl{typ: frame.TypeStopSending, id: st.id, arg: uint32(frame.Cancel)})
+	c.wake()
+	st.signalRead()
+	return nil
+}
+
+// Reset aborts both directions with code (RST_STREAM). Received bytes not
+// yet read are dropped (and credited back); bytes earlier Writes queued are
+// still sent before the RST_STREAM, as far as the peer's window allows, so
+// the peer's Read returns everything written before the reset and then a
+// *StreamError with the code (its Write fails with it at once). Here Read
+// and Write fail with a *StreamError with Remote false.
+func (st *Stream) Reset(code frame.ErrorCode) error {
+	s := st.sess
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st.removed && st.resetErr == nil {
+		return nil // ended cleanly both ways already
+	}
+	s.c.resetStream(st, code, "", s.now(), true)
+	return nil
+}
+
+// SetDeadline sets the read and write deadlines.
+func (st *Stream) SetDeadline(t time.Time) error {
+	st.rdDL.set(t)
+	st.wrDL.set(t)
+	st.wakeAll() // waiters re-read the deadline channel
+	return nil
+}
+
+// SetReadDeadline sets the deadline of pending and future Reads; a zero t
+// clears it. Expired Reads return ErrTimeout.
+func (st *Stream) SetReadDeadline(t time.Time) error {
+	st.rdDL.set(t)
+	st.signalRead()
+	return nil
+}
+
+// SetWriteDeadline sets the deadline of pending and future Writes; a zero
+// t clears it. An expired Write returns the bytes queued so far and
+// ErrTimeout.
+func (st *Stream) SetWriteDeadline(t time.Time) error {
+	st.wrDL.set(t)
+	st.signalWrite()
+	return nil
+}
+
+// deadline is a settable deadline whose channel closes when it passes (the
+// net.Pipe technique). The zero value has no deadline and no channel.
+type deadline struct {
+	mu     sync.Mutex
+	timer  *time.Timer
+	cancel chan struct{} // nil: never set
+}
+
+func (d *deadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil && !d.timer.Stop() {
+		<-d.cancel // the callback is closing it
+	}
+	d.timer = nil
+	if d.cancel == nil {
+		if t.IsZero() {
+			return
+		}
+		d.cancel = make(chan struct{})
+	}
+	closed := isClosed(d.cancel)
+	if t.IsZero() {
+		if closed {
+			d.cancel = make(chan struct{})
+		}
+		return
+	}
+	if dur := time.Until(t); dur > 0 {
+		if closed {
+			d.cancel = make(chan struct{})
+		}
+		ch := d.cancel
+		d.timer = time.AfterFunc(dur, func() { close(ch) })
+		return
+	}
+	if !closed {
+		close(d.cancel)
+	}
+}
+
+// wait returns a channel closed when the deadline passes (nil: never).
+func (d *deadline) wait() chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cancel
+}
+
+func isClosed(ch chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+var _ net.Conn = (*Stream)(nil)
