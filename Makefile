@@ -7,9 +7,11 @@ PKGS      := ./...
 
 .PHONY: test vet fmt-check lint bench bench-go fuzz fuzz-seeds
 
-## test: vet, gofmt check, race-enabled tests (fuzz seed corpora run as tests).
+## test: vet, gofmt check, race-enabled tests (fuzz seed corpora run as tests), then the
+## allocation tests again without -race (the race runtime makes sync.Pool drop items).
 test: vet fmt-check
 	$(GO) test -race -count=1 -timeout 14m $(PKGS)
+	$(GO) test -count=1 -run 'Alloc' $(PKGS)
 
 vet:
 	$(GO) vet $(PKGS)
