@@ -1,0 +1,226 @@
+// Package bridge splices two Kubernetes httpstream connections stream for
+// stream, and builds translating HTTP proxies on that: wsmux clients to a
+// SPDY server (an unmodified kubelet or CRI runtime) and SPDY clients to a
+// wsmux server. This is how a cluster adopts wsmux one hop at a time.
+//
+// A Splicer forwards every stream its downstream peer opens to the upstream
+// connection with the same headers. An upstream rejection rejects the
+// downstream stream; a half-close is forwarded as a half-close; a stream
+// whose writes fail (the other side reset it) is reset on both sides. When
+// upstream closes, everything it sent is delivered downstream before the
+// downstream connection is closed (the kubelet writes an exec's exit status
+// and then closes); when downstream closes, upstream is closed at once. No
+// goroutine outlives Wait.
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	k8shttpstream "k8s.io/streaming/pkg/httpstream"
+)
+
+// DrainTimeout bounds how long a Splicer waits, after upstream closed, for
+// upstream's remaining data to reach downstream before closing downstream.
+const DrainTimeout = 30 * time.Second
+
+// Splicer forwards the streams of a downstream connection to an upstream
+// one. Create it with New, pass NewStreamHandler to whatever creates the
+// downstream connection (a ResponseUpgrader or NewServerConnection), then
+// call Start with that connection.
+type Splicer struct {
+	up k8shttpstream.Connection
+
+	mu      sync.Mutex
+	down    k8shttpstream.Connection
+	closing bool
+	upWG    sync.WaitGroup // upstream->downstream pumps (incl. not yet started)
+	allWG   sync.WaitGroup // every pump
+	streams int
+
+	downSet chan struct{} // closed by Start
+	done    chan struct{}
+}
+
+// New returns a Splicer whose streams go to up.
+func New(up k8shttpstream.Connection) *Splicer {
+	return &Splicer{
+		up:      up,
+		downSet: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+}
+
+// NewStreamHandler is the downstream connection's NewStreamHandler: it opens
+// the same stream upstream (waiting for upstream's answer) and rejects the
+// downstream stream if upstream rejects it.
+func (s *Splicer) NewStreamHandler(d k8shttpstream.Stream, replySent <-chan struct{}) error {
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		return errors.New("bridge: connection closing")
+	}
+	u, err := s.up.CreateStream(d.Headers().Clone())
+	if err != nil {
+		return fmt.Errorf("bridge: upstream rejected the stream: %w", err)
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = u.Reset()
+		return errors.New("bridge: connection closing")
+	}
+	s.streams++
+	s.allWG.Add(2)
+	s.upWG.Add(1)
+	s.mu.Unlock()
+	var once sync.Once
+	remaining := 2
+	var rmu sync.Mutex
+	finish := func() {
+		rmu.Lock()
+		remaining--
+		last := remaining == 0
+		rmu.Unlock()
+		if last {
+			once.Do(func() {
+				s.up.RemoveStreams(u)
+				<-s.downSet
+				s.down.RemoveStreams(d)
+			})
+		}
+		s.allWG.Done()
+	}
+	go func() { // downstream -> upstream
+		defer finish()
+		pump(u, d)
+	}()
+	go func() { // upstream -> downstream, once downstream's reply is out
+		defer finish()
+		defer s.upWG.Done()
+		// The handler accepted, so the reply goes out (or the downstream
+		// connection ends, which closes replySent too) promptly; upstream
+		// ending meanwhile must not lose what it already sent.
+		t := time.NewTimer(DrainTimeout)
+		defer t.Stop()
+		select {
+		case <-replySent:
+		case <-t.C:
+			_ = u.Reset()
+			_ = d.Reset()
+			return
+		}
+		pump(d, u)
+	}()
+	return nil
+}
+
+// pump copies src to dst. src's end (EOF: half-close, or a reset, which
+// reads as EOF through both adapters) half-closes dst; a failed write (dst
+// was reset) resets both.
+func pump(dst, src k8shttpstream.Stream) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				_ = src.Reset()
+				_ = dst.Reset()
+				return
+			}
+		}
+		if rerr != nil {
+			if rerr == io.EOF {
+				_ = dst.Close()
+			} else {
+				_ = dst.Reset()
+				_ = src.Reset()
+			}
+			return
+		}
+	}
+}
+
+// Start watches both connections once the downstream one exists. It must be
+// called exactly once.
+func (s *Splicer) Start(down k8shttpstream.Connection) {
+	s.mu.Lock()
+	s.down = down
+	s.mu.Unlock()
+	close(s.downSet)
+	go s.watch()
+}
+
+func (s *Splicer) watch() {
+	defer close(s.done)
+	select {
+	case <-s.up.CloseChan():
+		s.markDead()
+		// Deliver everything upstream sent, then close downstream.
+		waitTimeout(&s.upWG, DrainTimeout)
+		_ = s.down.Close()
+	case <-s.down.CloseChan():
+		s.markDead()
+		_ = s.up.Close()
+	}
+	// Both connections are closed (or closing): every stream read ends.
+	_ = s.up.Close()
+	_ = s.down.Close()
+	waitTimeout(&s.allWG, DrainTimeout)
+}
+
+func (s *Splicer) markDead() {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
+	ch := make(chan struct{})
+	go func() { wg.Wait(); close(ch) }()
+	select {
+	case <-ch:
+	case <-time.After(d):
+	}
+}
+
+// Close closes both connections; Wait then returns promptly.
+func (s *Splicer) Close() {
+	s.markDead()
+	_ = s.up.Close()
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	if down != nil {
+		_ = down.Close()
+	}
+}
+
+// Done is closed when both connections are closed and every pump ended.
+func (s *Splicer) Done() <-chan struct{} { return s.done }
+
+// Wait blocks until Done.
+func (s *Splicer) Wait() { <-s.done }
+
+// Streams is how many streams were spliced.
+func (s *Splicer) Streams() int { s.mu.Lock(); defer s.mu.Unlock(); return s.streams }
+
+// Header names a bridge never forwards upstream: the hop's own upgrade.
+var hopHeaders = []string{
+	"Connection", "Upgrade", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding",
+	"Sec-Websocket-Key", "Sec-Websocket-Version", "Sec-Websocket-Protocol", "Sec-Websocket-Extensions",
+	"Content-Length", k8shttpstream.HeaderProtocolVersion,
+}
+
+func forwardHeaders(in http.Header) http.Header {
+	out := in.Clone()
+	for _, h := range hopHeaders {
+		out.Del(h)
+	}
+	return out
+}
