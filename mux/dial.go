@@ -64,15 +64,21 @@ func Dial(ctx context.Context, url string, cfg *Config) (*Session, error) {
 }
 
 // Upgrade hijacks an HTTP request that asks for a WebSocket with
-// Subprotocol, answers 101 and starts the server side of a session. On a
-// failed handshake it has already answered the client with an HTTP error
-// and returns a *HandshakeError.
+// Subprotocol, answers 101 and starts the server side of a session. Headers
+// the handler set on w before calling Upgrade (for example
+// X-Stream-Protocol-Version from Kubernetes' httpstream.Handshake) are sent
+// with the 101. On a failed handshake it has already answered the client
+// with an HTTP error and returns a *HandshakeError.
 func Upgrade(w http.ResponseWriter, r *http.Request, cfg *Config) (*Session, error) {
 	if err := cfg.Validate(); err != nil {
 		http.Error(w, "wsmux: bad server configuration", http.StatusInternalServerError)
 		return nil, err
 	}
-	conn, br, err := wsio.Upgrade(w, r, nil)
+	var respHeader http.Header
+	if len(w.Header()) > 0 {
+		respHeader = w.Header().Clone()
+	}
+	conn, br, err := wsio.Upgrade(w, r, respHeader)
 	if err != nil {
 		return nil, err
 	}
