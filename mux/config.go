@@ -62,6 +62,21 @@ type Config struct {
 	// SettingsTimeout: the peer's SETTINGS must arrive within this long
 	// (else SETTINGS_TIMEOUT). Default 5 s.
 	SettingsTimeout time.Duration
+	// ReadTimeout bounds the arrival of one WebSocket message: once its
+	// first byte came, the whole message (every fragment of it) must be
+	// there within this long, else the session ends with GOAWAY
+	// KEEPALIVE_TIMEOUT (a peer that stops or dribbles in the middle of a
+	// frame: slowloris). It does not bound the time between messages (see
+	// KeepAliveTimeout and IdleTimeout). Default 30 s; negative disables it.
+	ReadTimeout time.Duration
+	// StallTimeout ends the session with GOAWAY STALL_TIMEOUT when we have
+	// data queued and the peer's session window stayed at zero for this long
+	// (slow read, CVE-2019-9517): any session WINDOW_UPDATE restarts the
+	// clock. A peer that is dead rather than stalling is found earlier by
+	// the keepalive (KEEPALIVE_TIMEOUT). A stream window at zero alone
+	// never triggers it (a paused reader is legitimate); Stream write
+	// deadlines bound that. Default 2 min; negative disables it.
+	StallTimeout time.Duration
 	// StreamSendBuffer bounds the bytes a stream may have queued but not
 	// yet written. Default 256 KiB.
 	StreamSendBuffer int
@@ -107,6 +122,8 @@ const (
 	DefaultWriteTimeout         = 30 * time.Second
 	DefaultCloseTimeout         = 30 * time.Second
 	DefaultSettingsTimeout      = 5 * time.Second
+	DefaultReadTimeout          = 30 * time.Second
+	DefaultStallTimeout         = 2 * time.Minute
 	DefaultStreamSendBuffer     = 256 << 10
 	DefaultSessionSendBuffer    = 4 << 20
 	DefaultMaxBatch             = 256 << 10
@@ -148,6 +165,8 @@ func DefaultConfig() *Config {
 		WriteTimeout:         DefaultWriteTimeout,
 		CloseTimeout:         DefaultCloseTimeout,
 		SettingsTimeout:      DefaultSettingsTimeout,
+		ReadTimeout:          DefaultReadTimeout,
+		StallTimeout:         DefaultStallTimeout,
 		StreamSendBuffer:     DefaultStreamSendBuffer,
 		SessionSendBuffer:    DefaultSessionSendBuffer,
 		MaxBatch:             DefaultMaxBatch,
@@ -187,6 +206,8 @@ func (c *Config) withDefaults() *Config {
 	setDur(&n.WriteTimeout, d.WriteTimeout)
 	setDur(&n.CloseTimeout, d.CloseTimeout)
 	setDur(&n.SettingsTimeout, d.SettingsTimeout)
+	setDur(&n.ReadTimeout, d.ReadTimeout)
+	setDur(&n.StallTimeout, d.StallTimeout)
 	setInt(&n.StreamSendBuffer, d.StreamSendBuffer)
 	setInt(&n.SessionSendBuffer, d.SessionSendBuffer)
 	setInt(&n.MaxBatch, d.MaxBatch)

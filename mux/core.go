@@ -81,6 +81,10 @@ type core struct {
 	pingTokens                       float64
 	pingTokensAt                     time.Duration
 	youngResets, useless             rateCounter
+	partial                          bool          // a message is partly received (driver's account)
+	partialSince                     time.Duration // when its first byte came
+	stalled                          bool          // data queued, peer's session window at zero
+	stallSince                       time.Duration // since when
 
 	// Shutdown.
 	goawaySent, goawayRecv bool
@@ -619,6 +623,14 @@ func (c *core) tick(now time.Duration) {
 		c.fail(frame.IdleTimeout, errors.New("idle timeout"))
 		return
 	}
+	if cfg.ReadTimeout > 0 && c.partial && now-c.partialSince >= cfg.ReadTimeout {
+		c.fail(frame.KeepaliveTimeout, errors.New("a partly received message stalled for the read timeout"))
+		return
+	}
+	if cfg.StallTimeout > 0 && c.stalled && now-c.stallSince >= cfg.StallTimeout {
+		c.fail(frame.StallTimeout, errors.New("the peer kept the session window at zero with data queued"))
+		return
+	}
 	if c.drainBy > 0 && now >= c.drainBy {
 		c.die(&SessionError{Code: frame.NoError, Err: errors.New("GOAWAY drain timed out")}, false, false)
 		return
@@ -659,10 +671,39 @@ func (c *core) nextTimer(now time.Duration) time.Duration {
 	if c.drainBy > 0 {
 		at(c.drainBy)
 	}
+	if rt := c.cfg.ReadTimeout; rt > 0 {
+		if c.partial {
+			at(c.partialSince + rt)
+		} else {
+			at(now + rt) // a message that starts meanwhile is checked then
+		}
+	}
+	if c.cfg.StallTimeout > 0 && c.stalled {
+		at(c.stallSince + c.cfg.StallTimeout)
+	}
 	if next < 0 {
 		return -1
 	}
 	return max(next-now, 0)
+}
+
+// setPartial records the driver's account of the message being received:
+// partly received since since (ok), or none in progress. The read timeout
+// runs on it.
+func (c *core) setPartial(since time.Duration, ok bool) {
+	c.partial, c.partialSince = ok, since
+}
+
+// checkStall notes whether data is held back by a zero session window
+// alone, and since when (the stall timeout runs on it).
+func (c *core) checkStall(now time.Duration) {
+	blocked := c.err == nil && c.gotSettings && c.txQueued > 0 && c.sessSend.avail() <= 0
+	switch {
+	case blocked && !c.stalled:
+		c.stalled, c.stallSince = true, now
+	case !blocked:
+		c.stalled = false
+	}
 }
 
 // notify does a non-blocking send on a capacity-1 channel.

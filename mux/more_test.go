@@ -62,39 +62,6 @@ func TestStats(t *testing.T) {
 	require.Equal(t, c.MessagesOut, s.MessagesIn)
 }
 
-// TestRapidReset: a peer that opens and resets streams at once is cut off
-// with ENHANCE_YOUR_CALM.
-func TestRapidReset(t *testing.T) {
-	a, b := net.Pipe()
-	cs, err := Client(a, &Config{MaxStreams: 10000})
-	require.NoError(t, err)
-	defer cs.Close()
-	peer := newRawPeer(t, b, false)
-	goaway := make(chan frame.ErrorCode, 1)
-	go peer.watch(goaway)
-	go func() {
-		var s frame.Settings
-		msg := frame.AppendSettings(nil, &s)
-		for id := uint32(2); id < 2*(maxYoungResets+10); id += 2 {
-			msg = synFrame(msg, id)
-			msg = appendOK(frame.AppendRSTStream(msg, id, frame.Cancel, ""))
-		}
-		_ = peer.send(msg)
-	}()
-	go func() {
-		for {
-			if _, err := cs.AcceptStream(context.Background()); err != nil {
-				return
-			}
-		}
-	}()
-	<-cs.CloseChan()
-	var se *SessionError
-	require.ErrorAs(t, cs.Err(), &se)
-	require.Equal(t, frame.EnhanceYourCalm, se.Code)
-	require.Equal(t, frame.EnhanceYourCalm, <-goaway)
-}
-
 // TestEarlyDataBeforeSettings: an optimistic open with data right at the
 // session start (it waits for the peer's SETTINGS) is delivered.
 func TestEarlyDataBeforeSettings(t *testing.T) {
@@ -114,6 +81,7 @@ func TestEarlyDataBeforeSettings(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	require.NoError(t, (*Config)(nil).Validate())
 	require.NoError(t, DefaultConfig().Validate())
+	require.NoError(t, (&Config{ReadTimeout: -1, StallTimeout: -1}).Validate(), "negative: off")
 	for _, c := range []*Config{
 		{MaxFramePayload: 100},
 		{MaxHeaderBytes: 100},

@@ -120,6 +120,7 @@ func (c *core) applySettings(p []byte) {
 		}
 		c.peerStreamWin = v
 	}
+	notify(c.creditCh) // openers wait for the SETTINGS, whatever they hold
 	c.wake()
 }
 
@@ -300,6 +301,10 @@ func (c *core) onWindowUpdate(f *frame.Frame, now time.Duration) {
 		if err := c.sessSend.grant(f.Arg); err != nil {
 			c.fail(frame.FlowControlError, err)
 			return
+		}
+		if c.stalled {
+			c.stalled = false // the stall clock restarts with any grant
+			c.wake()          // the writer looks again (and restarts it if need be)
 		}
 		if c.lists[0].head != nil || c.lists[1].head != nil {
 			c.wake()

@@ -159,6 +159,7 @@ func (c *core) appendBatch(dst []byte, now time.Duration) []byte {
 		c.lastSend = now
 		c.stats.framesOut.Add(uint64(frames))
 	}
+	c.checkStall(now)
 	return dst
 }
 

@@ -32,6 +32,8 @@ type Session struct {
 	epoch time.Time
 	stats statsCounters
 
+	rxStart atomic.Int64 // 1 + session clock when the message being received started; 0: none
+
 	mu       sync.Mutex
 	c        *core
 	workers  int // handler goroutines running
@@ -71,6 +73,7 @@ func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Ses
 	s.c.wake = s.wake
 	s.c.onHandler = s.spawnHandlers
 	s.wsc.SetNotify(s.wake)
+	s.wsc.SetMessageHook(s.messageHook)
 	go s.writeLoop()
 	go s.readLoop()
 	return s, nil
@@ -87,6 +90,16 @@ func Server(conn net.Conn, cfg *Config) (*Session, error) { return NewSession(co
 func (s *Session) now() time.Duration { return time.Since(s.epoch) }
 
 func (s *Session) wake() { notify(s.wakeCh) }
+
+// messageHook records when the message being received started (reader
+// goroutine); the writer's timers bound how long it may stay partial.
+func (s *Session) messageHook(started bool) {
+	if started {
+		s.rxStart.Store(int64(s.now()) + 1)
+	} else {
+		s.rxStart.Store(0)
+	}
+}
 
 // readLoop feeds every message to the core until the connection fails.
 func (s *Session) readLoop() {
@@ -150,6 +163,14 @@ func (s *Session) writeLoop() {
 	writeFailed := false
 	var wdl time.Time // write deadline in force
 	for {
+		if s.wsc.ControlPending() {
+			// A pong or close reply goes out even when no batch was
+			// written for long: the deadline of the last one has passed.
+			if t := time.Now(); wdl.Sub(t) < s.cfg.WriteTimeout*3/4 {
+				wdl = t.Add(s.cfg.WriteTimeout)
+				_ = s.conn.SetWriteDeadline(wdl)
+			}
+		}
 		if err := s.wsc.FlushControl(); err != nil {
 			s.mu.Lock()
 			c.noGoAway = true
@@ -167,6 +188,11 @@ func (s *Session) writeLoop() {
 			c.lastSend = now
 			c.sendPing(now) // first RTT sample
 			first = false
+		}
+		if v := s.rxStart.Load(); v > 0 {
+			c.setPartial(time.Duration(v-1), true)
+		} else {
+			c.setPartial(0, false)
 		}
 		c.tick(now)
 		b = c.appendBatch(b, now)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -388,6 +389,7 @@ type rawPeer struct {
 	t    testing.TB
 	conn net.Conn
 	ws   *wsio.Conn
+	mu   sync.Mutex // one writer at a time (the script and PING answers)
 }
 
 func newRawPeer(t testing.TB, conn net.Conn, client bool) *rawPeer {
@@ -395,6 +397,8 @@ func newRawPeer(t testing.TB, conn net.Conn, client bool) *rawPeer {
 }
 
 func (p *rawPeer) send(frames []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	buf := make([]byte, wsio.HeaderRoom, wsio.HeaderRoom+len(frames))
 	return p.ws.WriteMessage(append(buf, frames...))
 }

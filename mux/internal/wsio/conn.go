@@ -74,6 +74,7 @@ type Conn struct {
 	shrink   bool
 	rerr     error
 	notify   func()
+	onMsg    func(started bool)
 
 	// Shared between the reader (producer) and the writer (consumer).
 	pending   atomic.Uint32 // pendPong | pendClose
@@ -141,6 +142,17 @@ func (c *Conn) SetNotify(fn func()) {
 	c.notify = fn
 }
 
+// SetMessageHook sets the function ReadMessage calls (from the reader
+// goroutine) with true when the first byte of a frame arrives while no
+// message is in progress, and with false when that frame turned out to be a
+// control frame outside a message or the message is complete (just before
+// ReadMessage returns it). Between a true and the next false, a message is
+// partly received: its owner can bound how long that lasts. It must be
+// called before reading starts; fn must not block.
+func (c *Conn) SetMessageHook(fn func(started bool)) {
+	c.onMsg = fn
+}
+
 // NetConn returns the wrapped connection (for deadlines, addresses, Close).
 func (c *Conn) NetConn() net.Conn {
 	return c.conn
@@ -204,12 +216,27 @@ func (c *Conn) readMessage() ([]byte, error) {
 	n := 0 // message bytes received so far
 	state := c.state
 	for {
+		if c.onMsg == nil && !state.Fragmented() {
+			// A header's first byte is here before ReadHeaderBuffer
+			// starts, so an io.EOF from it is an end inside the header.
+			if _, err := c.rd.Peek(1); err != nil {
+				return nil, err
+			}
+		}
+		if c.onMsg != nil && !state.Fragmented() {
+			// The clock of a partly received message starts with its
+			// first byte, not when we begin to wait for it.
+			if _, err := c.rd.Peek(1); err != nil {
+				return nil, err
+			}
+			c.onMsg(true)
+		}
 		h, err := ws.ReadHeaderBuffer(c.rd, c.hdr[:])
 		if err != nil {
 			if err == ws.ErrHeaderLengthMSB || err == ws.ErrHeaderLengthUnexpected {
 				return nil, &ProtocolError{Close: ws.StatusProtocolError, Reason: err.Error()}
 			}
-			if err == io.EOF && state.Fragmented() {
+			if err == io.EOF { // inside a header (peeked above) or a fragmented message
 				err = io.ErrUnexpectedEOF
 			}
 			return nil, err
@@ -222,6 +249,9 @@ func (c *Conn) readMessage() ([]byte, error) {
 		if h.OpCode.IsControl() {
 			if err := c.readControl(h); err != nil {
 				return nil, err
+			}
+			if c.onMsg != nil && !state.Fragmented() {
+				c.onMsg(false)
 			}
 			continue
 		}
@@ -242,6 +272,9 @@ func (c *Conn) readMessage() ([]byte, error) {
 		n += length
 		if h.Fin {
 			c.account(n)
+			if c.onMsg != nil {
+				c.onMsg(false)
+			}
 			return c.buf[:n:n], nil
 		}
 		state = state.Set(ws.StateFragmented)
@@ -423,6 +456,12 @@ func (c *Conn) WriteMessage(buf []byte) error {
 	}
 	start := c.frame(buf, ws.OpBinary)
 	return c.write(buf[start:])
+}
+
+// ControlPending reports whether a pong or a close reply is queued for
+// FlushControl (so the writer can refresh its write deadline first).
+func (c *Conn) ControlPending() bool {
+	return c.pending.Load() != 0
 }
 
 // FlushControl writes any queued pong and then any queued close reply, each
