@@ -5,13 +5,15 @@ BENCHTIME ?= 1s
 COUNT     ?= 10
 PKGS      := ./...
 
-.PHONY: test vet fmt-check lint bench bench-go fuzz fuzz-seeds
+.PHONY: test vet fmt-check lint bench bench-go fuzz fuzz-seeds fuzz-long fuzz-ci fuzz-vet
 
-## test: vet, gofmt check, race-enabled tests (fuzz seed corpora run as tests), then the
-## allocation tests again without -race (the race runtime makes sync.Pool drop items).
+## test: vet, gofmt check, race-enabled tests (fuzz seed corpora run as tests), then
+## without -race: the allocation tests (the race runtime makes sync.Pool drop items) and
+## the full-size integrity and slow-reader tests (256 x 4 MiB, 64 MiB), which -race slows
+## past the time budget and so runs at reduced sizes.
 test: vet fmt-check
 	$(GO) test -race -count=1 -timeout 14m $(PKGS)
-	$(GO) test -count=1 -run 'Alloc' $(PKGS)
+	$(GO) test -count=1 -timeout 5m -run 'Alloc|Integrity|SlowReader' $(PKGS)
 
 vet:
 	$(GO) vet $(PKGS)
@@ -32,6 +34,23 @@ bench:
 bench-go:
 	$(GO) test -run='^$$' -bench=. -benchmem -count=$(COUNT) ./... | tee bench.txt
 
-## fuzz: every native fuzz target for FUZZTIME each.
+## fuzz: every native fuzz target for FUZZTIME each (docs/fuzzing.md). FUZZPARALLEL,
+## FUZZTARGETS, FUZZCACHE, FUZZKEEPGOING: see scripts/fuzz-all.sh.
 fuzz:
 	@bash scripts/fuzz-all.sh $(FUZZTIME)
+
+## fuzz-long: hours of fuzzing, FUZZTIME per target if given (make fuzz-long FUZZTIME=2h),
+## else 8h, every target even after a failure, the generated corpus kept in FUZZCACHE
+## (default fuzz/workdir/cache, ignored by git) so the next run starts where this one stopped.
+FUZZLONGTIME ?= $(if $(filter command line environment,$(origin FUZZTIME)),$(FUZZTIME),8h)
+fuzz-long:
+	@FUZZCACHE=$${FUZZCACHE:-fuzz/workdir/cache} FUZZKEEPGOING=1 bash scripts/fuzz-all.sh $(FUZZLONGTIME)
+
+## fuzz-ci: the go-fuzz entry points still build and run, then every native target for 10s.
+fuzz-ci: fuzz-vet
+	@bash scripts/fuzz-all.sh 10s
+
+## fuzz-vet: vet and run the go-fuzz (build tag gofuzz) entry points over their seeds.
+fuzz-vet:
+	$(GO) vet -tags gofuzz ./fuzz/...
+	$(GO) test -tags gofuzz -count=1 -run 'TestGoFuzzEntries' ./fuzz/
