@@ -133,6 +133,19 @@ func (q *ctrlQueue) clear() {
 	q.q, q.head = q.q[:0], 0
 }
 
+// keepAcks drops every entry but HEADERS ACKs, in place and in order.
+func (q *ctrlQueue) keepAcks() {
+	n := 0
+	for _, e := range q.q[q.head:] {
+		if e.typ == frame.TypeHeaders && e.flags == frame.FlagACK {
+			q.q[n] = e
+			n++
+		}
+	}
+	clear(q.q[n:])
+	q.q, q.head = q.q[:n], 0
+}
+
 // streamQueue is a FIFO of streams that reuses its backing array.
 type streamQueue struct {
 	q    []*Stream
@@ -297,7 +310,14 @@ func (c *core) die(e *SessionError, goaway, flush bool) {
 		return
 	}
 	c.err = e
-	c.credit.clear()
+	if flush {
+		// A stream the application accepted keeps its ACK: the peer's
+		// Open (Kubernetes' CreateStream) must not fail for a stream whose
+		// data and FIN we are still flushing.
+		c.credit.keepAcks()
+	} else {
+		c.credit.clear()
+	}
 	if !flush {
 		// A failing session sends nothing but its GOAWAY. A closing one
 		// keeps its queued SYNs and resets: the DATA it still flushes
@@ -418,7 +438,16 @@ func (c *core) consumed(st *Stream, n int, now time.Duration) {
 	}
 	if !st.removed && !st.finRecv && st.resetErr == nil {
 		before := st.rx.Window()
-		c.queueStreamWU(st, st.rx.Consume(n, now, c.srtt))
+		// Auto-tune only on reads that drained the buffer. While the
+		// application is what holds data back, reading a full buffer at
+		// memory speed says nothing about the path, and a larger window
+		// would only lengthen the queue in the socket buffers ahead of the
+		// session's other streams (head-of-line latency).
+		rtt := c.srtt
+		if st.rxq.Len() > 0 {
+			rtt = 0
+		}
+		c.queueStreamWU(st, st.rx.Consume(n, now, rtt))
 		if w := st.rx.Window(); w > before && w > c.largestWin {
 			c.largestWin = w
 			c.queueSessionWU(c.sessRecv.EnsureWindow(2 * w))

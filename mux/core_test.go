@@ -107,3 +107,34 @@ func TestChunkQueue(t *testing.T) {
 	q.reset()
 	require.Zero(t, q.Len())
 }
+
+// A graceful Close keeps the HEADERS ACK of a stream it accepted, after the
+// GOAWAY: the peer's Open must succeed for a stream whose data is flushed.
+// A failing session drops it.
+func TestCoreCloseKeepsQueuedAck(t *testing.T) {
+	for _, graceful := range []bool{true, false} {
+		var stats statsCounters
+		cfg := (*Config)(nil).withDefaults()
+		c := newCore(cfg, false, &stats, 0)
+		c.appendPreface(nil)
+		var s frame.Settings
+		msg := frame.AppendSettings(nil, &s)
+		msg = appendOK(frame.AppendHeadersBlock(msg, 1, frame.FlagSYN, nil))
+		require.NoError(t, c.feed(msg, time.Second))
+		if graceful {
+			c.shutdown(time.Second)
+		} else {
+			c.fail(frame.ProtocolError, nil)
+		}
+		out := frames(t, c.appendBatch(nil, time.Second))
+		require.Equal(t, frame.TypeGoAway, out[0].Type)
+		if graceful {
+			require.Len(t, out, 2)
+			require.Equal(t, frame.TypeHeaders, out[1].Type)
+			require.Equal(t, frame.FlagACK, out[1].Flags)
+			require.Equal(t, uint32(1), out[1].StreamID)
+		} else {
+			require.Len(t, out, 1)
+		}
+	}
+}

@@ -136,19 +136,14 @@ func (c *core) appendBatch(dst []byte, now time.Duration) []byte {
 		c.urgent.pop()
 	}
 	if c.err != nil {
-		if c.flushing && c.urgent.empty() && c.gotSettings {
-			dst, frames = c.appendData(dst, limit, frames, now)
+		if c.flushing && c.urgent.empty() {
+			dst, frames = c.appendCredit(dst, start, limit, frames)
+			if c.credit.empty() && c.gotSettings {
+				dst, frames = c.appendData(dst, limit, frames, now)
+			}
 		}
 	} else if c.urgent.empty() {
-		for !c.credit.empty() {
-			e := c.credit.front()
-			if len(dst) > start && len(dst)+frame.HeaderSize > limit {
-				break
-			}
-			dst = c.appendCtrl(dst, e)
-			frames++
-			c.credit.pop()
-		}
+		dst, frames = c.appendCredit(dst, start, limit, frames)
 		if c.credit.empty() && c.gotSettings {
 			// No DATA before the peer's SETTINGS: its windows may be
 			// smaller than the defaults.
@@ -161,6 +156,21 @@ func (c *core) appendBatch(dst []byte, now time.Duration) []byte {
 	}
 	c.checkStall(now)
 	return dst
+}
+
+// appendCredit lays out the credit queue (WINDOW_UPDATE, MAX_STREAMS,
+// HEADERS ACK) as far as the batch allows.
+func (c *core) appendCredit(dst []byte, start, limit, frames int) ([]byte, int) {
+	for !c.credit.empty() {
+		e := c.credit.front()
+		if len(dst) > start && len(dst)+frame.HeaderSize > limit {
+			break
+		}
+		dst = c.appendCtrl(dst, e)
+		frames++
+		c.credit.pop()
+	}
+	return dst, frames
 }
 
 func (e *ctrl) size() int {
