@@ -1,0 +1,106 @@
+package main
+
+import (
+	"crypto/x509"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/gateway"
+)
+
+func newGatewayCmd(a *app) *cobra.Command {
+	var sf serverFlags
+	var clientCA, kubeconfig, kubeContext, upstream string
+	c := &cobra.Command{
+		Use:   "gateway --listen ADDR --token-file FILE [--client-ca CA] --kubeconfig FILE",
+		Short: "Authenticated exec/attach/port-forward gateway in front of a Kubernetes cluster",
+		Long: `Accept wsmux upgrades (and, on the same port, legacy SPDY upgrades from today's
+kubectl/client-go) for
+
+  /api/v1/namespaces/{namespace}/pods/{pod}/exec
+  /api/v1/namespaces/{namespace}/pods/{pod}/attach
+  /api/v1/namespaces/{namespace}/pods/{pod}/portforward
+
+authenticate the caller, and forward the session to the cluster with the
+kubeconfig's credentials (SPDY by default, as every apiserver speaks it; wsmux
+with --upstream wsmux). Callers never see the cluster credentials and the
+cluster never sees the callers' tokens; the query string (command, container,
+stdin, tty...) is passed through, so the cluster's RBAC for the kubeconfig's
+identity is what limits what callers can do.
+
+Authentication: "Authorization: Bearer TOKEN" with a token from --token-file
+(compared in constant time), or, with --client-ca (needs --tls-cert), a TLS
+client certificate signed by that CA (a presented certificate that does not
+verify is rejected even with a valid token). Unauthenticated requests get 401,
+malformed paths and non-upgrade requests 400, each with a plain-text body
+saying why, a log line and a wsmux_auth_failures_total/wsmux_bad_requests_total
+count; nothing is forwarded for them.
+
+Also serves /healthz and /metrics (Prometheus) without authentication. On
+SIGTERM or SIGINT: stop accepting, GOAWAY every wsmux session, let sessions
+finish for --shutdown-timeout, then close what is left.`,
+		Example: `  wsmux gateway --listen :8443 --tls-cert tls.crt --tls-key tls.key \
+      --token-file tokens --client-ca clients-ca.crt --kubeconfig gateway.kubeconfig`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := sf.validate(); err != nil {
+				return err
+			}
+			if sf.tokenFile == "" && clientCA == "" {
+				return usageErrorf("--token-file or --client-ca is required: the gateway never runs unauthenticated")
+			}
+			if clientCA != "" && sf.tlsCert == "" {
+				return usageErrorf("--client-ca needs --tls-cert/--tls-key (client certificates need TLS)")
+			}
+			var tokens []string
+			if sf.tokenFile != "" {
+				t, err := auth.ReadTokens(sf.tokenFile)
+				if err != nil {
+					return err
+				}
+				tokens = t
+			}
+			var pool *x509.CertPool
+			if clientCA != "" {
+				p, err := auth.LoadCertPool(clientCA)
+				if err != nil {
+					return err
+				}
+				pool = p
+			}
+			cluster, err := loadCluster(kubeconfig, kubeContext)
+			if err != nil {
+				return err
+			}
+			g, err := gateway.New(gateway.Config{
+				Auth: auth.New(tokens, pool), Cluster: cluster, Upstream: upstream, Logger: a.log,
+			})
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			return sf.serve(a, g.Handler(), pool != nil, g.Metrics().Sessions, g.Health(), "gateway",
+				"client_ca", clientCA != "", "cluster", cluster.Host, "upstream", upstream)
+		},
+	}
+	sf.register(c, "127.0.0.1:8443")
+	fl := c.Flags()
+	fl.StringVar(&clientCA, "client-ca", "", "PEM CA bundle: accept TLS client certificates it signs (needs --tls-cert)")
+	fl.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig with the cluster and the credentials to reach it (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fl.StringVar(&kubeContext, "context", "", "kubeconfig context to use (default: its current context)")
+	fl.StringVar(&upstream, "upstream", gateway.UpstreamSPDY, "protocol spoken to the cluster: spdy or wsmux")
+	return c
+}
+
+// loadCluster reads the kubeconfig (the usual loading rules when path is
+// empty; in-cluster when there is none).
+func loadCluster(path, context string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules.ExplicitPath = path
+	}
+	cfg := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+	return cfg.ClientConfig()
+}

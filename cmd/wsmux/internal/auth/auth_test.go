@@ -1,0 +1,72 @@
+package auth
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReadTokens(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "tokens")
+	os.WriteFile(p, []byte("# ops team\n  alpha  \n\nbeta\n"), 0o600)
+	got, err := ReadTokens(p)
+	if err != nil || strings.Join(got, ",") != "alpha,beta" {
+		t.Fatalf("%q %v", got, err)
+	}
+	if tok, _ := ReadToken(p); tok != "alpha" {
+		t.Fatalf("first token %q", tok)
+	}
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, []byte("# nothing\n\n"), 0o600)
+	if _, err := ReadTokens(empty); err == nil {
+		t.Fatal("empty token file accepted")
+	}
+	if _, err := ReadTokens(filepath.Join(dir, "missing")); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	a := New([]string{"alpha", "beta"}, nil)
+	for _, tc := range []struct {
+		header, reason string
+	}{
+		{"Bearer alpha", ""},
+		{"bearer beta", ""},
+		{"", ReasonMissing},
+		{"Bearer alph", ReasonBadToken},
+		{"Bearer alphaa", ReasonBadToken},
+		{"Bearer ", ReasonBadRequest},
+		{"Basic YWxwaGE6", ReasonBadRequest},
+		{"alpha", ReasonBadRequest},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		if tc.header != "" {
+			r.Header.Set("Authorization", tc.header)
+		}
+		_, err := a.Authenticate(r)
+		var ae *Error
+		switch {
+		case tc.reason == "" && err != nil:
+			t.Errorf("%q: %v", tc.header, err)
+		case tc.reason != "" && (!errors.As(err, &ae) || ae.Reason != tc.reason):
+			t.Errorf("%q: %v, want %s", tc.header, err, tc.reason)
+		}
+	}
+	if _, err := (&Authenticator{}).Authenticate(httptest.NewRequest(http.MethodGet, "/", nil)); err == nil {
+		t.Error("zero Authenticator accepted a request")
+	}
+}
+
+func TestReject(t *testing.T) {
+	w := httptest.NewRecorder()
+	Reject(w, &Error{Reason: ReasonBadToken, Detail: "invalid bearer token"})
+	if w.Code != 401 || w.Header().Get("WWW-Authenticate") == "" || !strings.Contains(w.Body.String(), "invalid bearer token") {
+		t.Fatalf("%d %q %q", w.Code, w.Header(), w.Body.String())
+	}
+}

@@ -1,0 +1,223 @@
+// Package clustertest is the cluster end of wsmux's command tests: the real
+// SPDY streaming handlers of k8s.io/cri-streaming (the kubelet's) behind the
+// apiserver's pod subresource paths, with a bearer-token check standing in
+// for the apiserver's authentication, and a Go-only runtime.
+//
+// (adapters/internal/kubelettest is internal to adapters/, so cmd/wsmux
+// cannot import it; this is a small self-contained stand-in.)
+package clustertest
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	crpf "k8s.io/cri-streaming/pkg/streaming/portforward"
+	crrc "k8s.io/cri-streaming/pkg/streaming/remotecommand"
+	utilexec "k8s.io/utils/exec"
+
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
+)
+
+// Token is the bearer token the cluster accepts.
+const Token = "cluster-secret"
+
+// startDelay is the stand-in runtime's process start time (see
+// ExecInContainer).
+const startDelay = 30 * time.Millisecond
+
+// Cluster is a running stand-in cluster.
+type Cluster struct {
+	Server   *httptest.Server
+	echoAddr string
+
+	mu       sync.Mutex
+	requests int      // authenticated upgrade requests
+	authSeen []string // every Authorization header received
+	resizes  []crrc.TerminalSize
+}
+
+// Stats returns how many authenticated upgrade requests arrived and every
+// Authorization header seen.
+func (c *Cluster) Stats() (int, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.requests, append([]string(nil), c.authSeen...)
+}
+
+// Start starts a cluster (and the echo server port-forwards reach); both
+// stop at t's cleanup. Exec runs Go "commands" (see runtime).
+func Start(t testing.TB) *Cluster {
+	t.Helper()
+	c := &Cluster{echoAddr: testnet.Echo(t)}
+	h := func(w http.ResponseWriter, r *http.Request) {
+		c.mu.Lock()
+		c.authSeen = append(c.authSeen, r.Header.Get("Authorization"))
+		ok := r.Header.Get("Authorization") == "Bearer "+Token
+		if ok {
+			c.requests++
+		}
+		c.mu.Unlock()
+		if !ok {
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		// /api/v1/namespaces/{ns}/pods/{pod}/{subresource}
+		p := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		if len(p) != 7 || p[0] != "api" || p[1] != "v1" || p[2] != "namespaces" || p[4] != "pods" {
+			http.NotFound(w, r)
+			return
+		}
+		pod := p[5]
+		switch p[6] {
+		case "exec", "attach":
+			// The apiserver's query (stdin=true...) in the kubelet's terms.
+			q := r.URL.Query()
+			for api, kubelet := range map[string]string{"stdin": crrc.ExecStdinParam, "stdout": crrc.ExecStdoutParam, "stderr": crrc.ExecStderrParam, "tty": crrc.ExecTTYParam} {
+				if q.Get(api) == "true" {
+					q.Set(kubelet, "1")
+				} else {
+					q.Del(kubelet)
+				}
+			}
+			r.URL.RawQuery = q.Encode()
+			r.Form = nil
+			opts, err := crrc.NewOptions(r)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			if p[6] == "attach" {
+				crrc.ServeAttach(w, r, runtime{c}, pod, "uid", r.URL.Query().Get("container"),
+					opts, time.Minute, 30*time.Second, crrc.SupportedStreamingProtocols)
+				return
+			}
+			crrc.ServeExec(w, r, runtime{c}, pod, "uid", r.URL.Query().Get("container"),
+				r.URL.Query()["command"], opts, time.Minute, 30*time.Second, crrc.SupportedStreamingProtocols)
+		case "portforward":
+			opts, _ := crpf.BuildV4Options([]int32{8080})
+			crpf.ServePortForward(w, r, runtime{c}, pod, "uid", opts, time.Minute, 30*time.Second, crpf.SupportedProtocols)
+		default:
+			http.Error(w, "unsupported", http.StatusNotFound)
+		}
+	}
+	// TLS, as a real apiserver: clientcmd applies a kubeconfig's user
+	// credentials only to https servers.
+	c.Server = httptest.NewTLSServer(http.HandlerFunc(h))
+	t.Cleanup(c.Server.Close)
+	return c
+}
+
+// CAPEM is the PEM certificate the server's TLS certificate verifies with.
+func (c *Cluster) CAPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Server.Certificate().Raw})
+}
+
+// RestConfig is the cluster's address and credentials.
+func (c *Cluster) RestConfig() *rest.Config {
+	return &rest.Config{Host: c.Server.URL, BearerToken: Token, TLSClientConfig: rest.TLSClientConfig{CAData: c.CAPEM()}}
+}
+
+// Kubeconfig is a kubeconfig file's text for the cluster.
+func (c *Cluster) Kubeconfig() string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: standin
+  cluster:
+    server: %q
+    certificate-authority-data: %s
+users:
+- name: gateway
+  user: {token: %q}
+contexts:
+- name: gateway
+  context: {cluster: standin, user: gateway}
+current-context: gateway
+`, c.Server.URL, base64.StdEncoding.EncodeToString(c.CAPEM()), Token)
+}
+
+// runtime runs Go "commands":
+//
+//	cat            stdin to stdout
+//	err MSG        MSG to stderr
+//	exit N         "bye" to stdout, then exit status N
+//	tty            print the first terminal size, then stdin to stdout
+//
+// Attach attaches to a container that runs cat.
+type runtime struct{ c *Cluster }
+
+func (rt runtime) ExecInContainer(ctx context.Context, _, _, _ string, cmd []string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan crrc.TerminalSize, _ time.Duration) error {
+	if len(cmd) == 0 {
+		return errors.New("no command")
+	}
+	// A real exec takes milliseconds to start in the container. Without
+	// that, the kubelet closes the connection microseconds after accepting
+	// the last stream, and adapters/bridge's Splicer (as of this writing)
+	// then refuses that already-accepted stream downstream (its "closing"
+	// check after CreateStream returns): REFUSED_STREAM in ~6 of 10 runs.
+	time.Sleep(startDelay)
+	switch cmd[0] {
+	case "cat":
+		if in == nil {
+			return nil
+		}
+		_, err := io.Copy(out, in)
+		return err
+	case "err":
+		_, err := fmt.Fprint(errw, strings.Join(cmd[1:], " "))
+		return err
+	case "exit":
+		n, _ := strconv.Atoi(cmd[1])
+		fmt.Fprint(out, "bye")
+		return utilexec.CodeExitError{Err: fmt.Errorf("exit status %d", n), Code: n}
+	case "tty":
+		select {
+		case sz := <-resize:
+			rt.c.mu.Lock()
+			rt.c.resizes = append(rt.c.resizes, sz)
+			rt.c.mu.Unlock()
+			fmt.Fprintf(out, "size %dx%d\n", sz.Width, sz.Height)
+		case <-time.After(5 * time.Second):
+			return errors.New("no terminal size")
+		}
+		_, err := io.Copy(out, in)
+		return err
+	}
+	return fmt.Errorf("unknown command %q", cmd[0])
+}
+
+// AttachContainer attaches to a "container" that echoes its stdin.
+func (rt runtime) AttachContainer(ctx context.Context, _, _, _ string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan crrc.TerminalSize) error {
+	return rt.ExecInContainer(ctx, "", "", "", []string{"cat"}, in, out, errw, tty, resize, 0)
+}
+
+func (rt runtime) PortForward(ctx context.Context, _, _ string, port int32, stream io.ReadWriteCloser) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", rt.c.echoAddr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(conn, stream)
+		_ = conn.(*net.TCPConn).CloseWrite()
+	}()
+	_, err = io.Copy(stream, conn)
+	<-done
+	return err
+}

@@ -1,0 +1,288 @@
+// Package gateway is the `wsmux gateway` server: it accepts wsmux (and
+// legacy SPDY) upgrade requests for the Kubernetes exec, attach and
+// port-forward subresources, authenticates the caller, and forwards the
+// session to the cluster with the gateway's own credentials (from a
+// kubeconfig) through adapters/bridge. Callers never see the cluster
+// credentials, and the cluster never sees the callers' tokens.
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	k8shttpstream "k8s.io/streaming/pkg/httpstream"
+	"k8s.io/streaming/pkg/httpstream/spdy"
+
+	"github.com/wsmux/wsmux/adapters/bridge"
+	wsmuxhttpstream "github.com/wsmux/wsmux/adapters/httpstream"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
+	"github.com/wsmux/wsmux/mux"
+)
+
+// Upstream protocols.
+const (
+	UpstreamSPDY  = "spdy"
+	UpstreamWsmux = "wsmux"
+)
+
+// Config configures a Gateway.
+type Config struct {
+	// Auth authenticates callers (tokens and/or client certificates).
+	Auth *auth.Authenticator
+	// Cluster is the upstream: the apiserver (or a kubelet) and the
+	// credentials to reach it, typically from a kubeconfig.
+	Cluster *rest.Config
+	// Upstream is the protocol spoken to the cluster: "spdy" (default;
+	// every Kubernetes) or "wsmux" (an upstream that speaks wsmux).
+	Upstream string
+	Logger   *slog.Logger
+	Metrics  *ops.Metrics
+}
+
+// Gateway is the gateway's HTTP handler.
+type Gateway struct {
+	cfg    Config
+	base   *url.URL
+	log    *slog.Logger
+	m      *ops.Metrics
+	health ops.Health
+}
+
+// New validates cfg and returns a Gateway.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.Auth == nil {
+		return nil, errors.New("gateway: no authenticator")
+	}
+	if cfg.Cluster == nil || cfg.Cluster.Host == "" {
+		return nil, errors.New("gateway: no cluster configuration (host)")
+	}
+	switch cfg.Upstream {
+	case "":
+		cfg.Upstream = UpstreamSPDY
+	case UpstreamSPDY, UpstreamWsmux:
+	default:
+		return nil, fmt.Errorf("gateway: upstream %q: want spdy or wsmux", cfg.Upstream)
+	}
+	base, err := url.Parse(cfg.Cluster.Host)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: cluster host: %w", err)
+	}
+	if base.Scheme == "" || base.Host == "" {
+		// rest.Config accepts "host:port"; kubeconfigs normally carry a URL.
+		if base, err = url.Parse("https://" + cfg.Cluster.Host); err != nil {
+			return nil, err
+		}
+	}
+	g := &Gateway{cfg: cfg, base: base, log: cfg.Logger, m: cfg.Metrics}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	if g.m == nil {
+		g.m = ops.NewMetrics()
+	}
+	return g, nil
+}
+
+// Metrics returns the gateway's metrics.
+func (g *Gateway) Metrics() *ops.Metrics { return g.m }
+
+// Health returns the /healthz handler.
+func (g *Gateway) Health() *ops.Health { return &g.health }
+
+// Handler routes /healthz, /metrics and every other path to the streaming
+// proxy.
+func (g *Gateway) Handler() http.Handler {
+	h := http.NewServeMux()
+	h.Handle("/healthz", &g.health)
+	h.Handle("/metrics", g.m.Handler())
+	h.Handle("/", http.HandlerFunc(g.serveStreaming))
+	return h
+}
+
+// Path of the proxied subresources. Names are DNS-1123 labels (namespace)
+// and subdomains (pod).
+var pathRE = regexp.MustCompile(`^/api/v1/namespaces/([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)/pods/([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)/(exec|attach|portforward)$`)
+
+// Target is a parsed request path.
+type Target struct{ Namespace, Pod, Subresource string }
+
+// ParsePath parses /api/v1/namespaces/{ns}/pods/{pod}/{exec|attach|portforward}.
+func ParsePath(p string) (Target, bool) {
+	m := pathRE.FindStringSubmatch(p)
+	if m == nil {
+		return Target{}, false
+	}
+	return Target{Namespace: m[1], Pod: m[3], Subresource: m[5]}, true
+}
+
+func (g *Gateway) badRequest(w http.ResponseWriter, r *http.Request, reason, msg string, kv ...any) {
+	g.m.BadRequests.WithLabelValues(reason).Inc()
+	g.log.Warn("gateway: bad request: "+msg, append([]any{"remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path}, kv...)...)
+	http.Error(w, "wsmux gateway: "+msg, http.StatusBadRequest)
+}
+
+func isSPDYUpgrade(r *http.Request) bool {
+	for _, v := range r.Header.Values("Upgrade") {
+		if strings.Contains(strings.ToLower(v), "spdy/3.1") {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
+	who, err := g.cfg.Auth.Authenticate(r)
+	if err != nil {
+		reason := auth.ReasonMissing
+		var ae *auth.Error
+		if errors.As(err, &ae) {
+			reason = ae.Reason
+		}
+		g.m.AuthFailures.WithLabelValues(reason).Inc()
+		g.log.Warn("gateway: rejected unauthenticated request", "remote", r.RemoteAddr, "path", r.URL.Path, "reason", reason, "error", err)
+		auth.Reject(w, err)
+		return
+	}
+	t, ok := ParsePath(r.URL.Path)
+	if !ok {
+		g.badRequest(w, r, "bad_path", "path must be /api/v1/namespaces/{namespace}/pods/{pod}/exec, /attach or /portforward")
+		return
+	}
+	var up k8shttpstream.ResponseUpgrader
+	var proto string
+	switch {
+	case wsmuxhttpstream.IsWsmuxRequest(r):
+		up, proto = wsmuxhttpstream.NewResponseUpgraderForStreaming(), "wsmux"
+	case k8shttpstream.IsUpgradeRequest(r) && isSPDYUpgrade(r):
+		up, proto = spdy.NewResponseUpgrader(), "spdy"
+	default:
+		g.badRequest(w, r, "not_upgrade", "expected a wsmux (WebSocket, subprotocol "+mux.Subprotocol+") or SPDY/3.1 upgrade request",
+			"upgrade", r.Header.Get("Upgrade"))
+		return
+	}
+	if len(r.Header.Values(k8shttpstream.HeaderProtocolVersion)) == 0 {
+		g.badRequest(w, r, "no_protocol", "missing "+k8shttpstream.HeaderProtocolVersion+" header")
+		return
+	}
+	log := g.log.With("remote", r.RemoteAddr, "caller", who, "namespace", t.Namespace, "pod", t.Pod,
+		"subresource", t.Subresource, "protocol", proto)
+	log.Info("gateway: session starting")
+	tu := &trackingUpgrader{inner: up, proto: proto, kind: t.Subresource, g: g}
+	h := &bridge.Handler{Upgrader: tu, Dial: g.dialUpstream}
+	h.ServeHTTP(w, r) // returns once both connections are closed
+	if tu.done != nil {
+		log.Info("gateway: session ended")
+		tu.done() // after the last log line: a drain waits for this
+	}
+}
+
+// trackingUpgrader registers the upgraded connection with the metrics and
+// the shutdown drain; done is set once it upgraded.
+type trackingUpgrader struct {
+	inner k8shttpstream.ResponseUpgrader
+	proto string
+	kind  string
+	g     *Gateway
+	done  func()
+}
+
+func (u *trackingUpgrader) UpgradeResponse(w http.ResponseWriter, r *http.Request, h k8shttpstream.NewStreamHandler) k8shttpstream.Connection {
+	c := u.inner.UpgradeResponse(w, r, h)
+	if c == nil {
+		u.g.m.BadRequests.WithLabelValues("bad_upgrade").Inc()
+		u.g.log.Warn("gateway: downstream upgrade failed", "remote", r.RemoteAddr, "protocol", u.proto)
+		return nil
+	}
+	var sess *mux.Session
+	if wc, ok := c.(wsmuxhttpstream.Connection); ok {
+		sess = wc.Session()
+	}
+	u.g.m.Upgrades.WithLabelValues(u.proto, u.kind).Inc()
+	u.done = u.g.m.Sessions.Add(u.proto, sess, func() { _ = c.Close() })
+	return c
+}
+
+// upstreamURL joins the request's path and query onto the cluster URL.
+func (g *Gateway) upstreamURL(r *http.Request) string {
+	u := *g.base
+	u.Path = strings.TrimSuffix(g.base.Path, "/") + r.URL.Path
+	u.RawPath = ""
+	u.RawQuery = r.URL.RawQuery
+	return u.String()
+}
+
+// dialUpstream opens the upstream connection with the cluster's
+// credentials. Only the stream protocol versions are taken from the
+// caller's request: its Authorization and other headers stay here.
+func (g *Gateway) dialUpstream(r *http.Request, protocols []string) (k8shttpstream.Connection, string, error) {
+	tlsCfg, err := rest.TLSConfigFor(g.cfg.Cluster)
+	if err != nil {
+		return nil, "", err
+	}
+	proxier := g.cfg.Cluster.Proxy
+	if proxier == nil {
+		proxier = http.ProxyFromEnvironment
+	}
+	var rt http.RoundTripper
+	var newConn func(*http.Response) (k8shttpstream.Connection, error)
+	switch g.cfg.Upstream {
+	case UpstreamWsmux:
+		w, err := wsmuxhttpstream.NewRoundTripperWithConfig(wsmuxhttpstream.RoundTripperConfig{TLS: tlsCfg, Proxier: proxier})
+		if err != nil {
+			return nil, "", err
+		}
+		rt, newConn = w, w.ForStreaming().NewConnection
+	default:
+		s, err := spdy.NewRoundTripperWithConfig(spdy.RoundTripperConfig{TLS: tlsCfg, Proxier: proxier})
+		if err != nil {
+			return nil, "", err
+		}
+		rt, newConn = s, s.NewConnection
+	}
+	authRT, err := rest.HTTPWrappersForConfig(g.cfg.Cluster, rt)
+	if err != nil {
+		return nil, "", err
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, g.upstreamURL(r), nil)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, p := range protocols {
+		req.Header.Add(k8shttpstream.HeaderProtocolVersion, p)
+	}
+	resp, err := authRT.RoundTrip(req)
+	if err != nil {
+		g.log.Error("gateway: upstream unreachable", "url", req.URL.Redacted(), "error", err)
+		return nil, "", err
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		msg := strings.TrimSpace(string(body))
+		if msg == "" {
+			msg = resp.Status
+		}
+		g.log.Warn("gateway: upstream refused the upgrade", "url", req.URL.Redacted(), "status", resp.StatusCode, "body", msg)
+		status := resp.StatusCode
+		if status == http.StatusUnauthorized {
+			// The cluster rejected the gateway's credentials, not the
+			// caller's: a 401 would tell the caller its token is wrong.
+			status = http.StatusBadGateway
+			msg = "the cluster rejected the gateway's credentials (401): " + msg
+		}
+		return nil, "", &bridge.UpstreamError{StatusCode: status, Header: resp.Header, Message: "upstream: " + msg}
+	}
+	conn, err := newConn(resp)
+	if err != nil {
+		return nil, "", err
+	}
+	return conn, resp.Header.Get(k8shttpstream.HeaderProtocolVersion), nil
+}

@@ -1,0 +1,249 @@
+// Package kubeclient is the client side of `wsmux exec` and `wsmux
+// port-forward`: client-go's remotecommand and portforward machinery over
+// wsmux's RoundTripper (adapters/httpstream), pointed at a wsmux gateway
+// (or any server that speaks wsmux for the Kubernetes pod subresources).
+package kubeclient
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport"
+	clientspdy "k8s.io/client-go/transport/spdy"
+
+	wsmuxhttpstream "github.com/wsmux/wsmux/adapters/httpstream"
+	apihttpstream "k8s.io/apimachinery/pkg/util/httpstream"
+)
+
+// Options say where the gateway is and how to authenticate.
+type Options struct {
+	// Server is the gateway's base URL (http, https, ws or wss).
+	Server string
+	// Token, when set, is sent as "Authorization: Bearer <token>".
+	Token string
+	// TLS configures https (CA, client certificate for mTLS).
+	TLS *tls.Config
+}
+
+// roundTrippers returns the HTTP round tripper (with the bearer token) and
+// the upgrader that owns the connection it dials: one pair per connection.
+func (o Options) roundTrippers() (http.RoundTripper, *wsmuxhttpstream.RoundTripper, error) {
+	rt, err := wsmuxhttpstream.NewRoundTripperWithConfig(wsmuxhttpstream.RoundTripperConfig{TLS: o.TLS})
+	if err != nil {
+		return nil, nil, err
+	}
+	var tr http.RoundTripper = rt
+	if o.Token != "" {
+		tr = transport.NewBearerAuthRoundTripper(o.Token, rt)
+	}
+	return tr, rt, nil
+}
+
+// PodURL is the URL of a pod subresource on the server.
+func (o Options) PodURL(namespace, pod, sub string, query url.Values) (*url.URL, error) {
+	u, err := url.Parse(o.Server)
+	if err != nil {
+		return nil, err
+	}
+	switch u.Scheme {
+	case "http", "ws":
+		u.Scheme = "http"
+	case "https", "wss":
+		u.Scheme = "https"
+	default:
+		return nil, fmt.Errorf("server URL %q: scheme must be http, https, ws or wss", o.Server)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("server URL %q: no host", o.Server)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/api/v1/namespaces/" + url.PathEscape(namespace) + "/pods/" + url.PathEscape(pod) + "/" + sub
+	u.RawQuery = query.Encode()
+	return u, nil
+}
+
+// ExecOptions describe a remote command.
+type ExecOptions struct {
+	Namespace, Pod, Container string
+	Command                   []string
+	Stdin                     io.Reader // nil: no stdin stream
+	Stdout, Stderr            io.Writer
+	TTY                       bool
+	// Sizes feeds terminal sizes (TTY only); nil sends none.
+	Sizes remotecommand.TerminalSizeQueue
+}
+
+// Exec runs a command in a container, streaming like kubectl exec. A
+// command that exits non-zero returns a k8s.io/client-go/util/exec.ExitError
+// with its status; a rejected upgrade returns an *AuthError (401/403) or
+// the upgrade failure.
+func Exec(ctx context.Context, o Options, e ExecOptions) error {
+	if len(e.Command) == 0 {
+		return errors.New("no command")
+	}
+	q := url.Values{"command": e.Command}
+	if e.Container != "" {
+		q.Set("container", e.Container)
+	}
+	if e.Stdin != nil {
+		q.Set("stdin", "true")
+	}
+	if e.Stdout != nil {
+		q.Set("stdout", "true")
+	}
+	if e.Stderr != nil && !e.TTY {
+		q.Set("stderr", "true")
+	}
+	if e.TTY {
+		q.Set("tty", "true")
+	}
+	u, err := o.PodURL(e.Namespace, e.Pod, "exec", q)
+	if err != nil {
+		return err
+	}
+	tr, up, err := o.roundTrippers()
+	if err != nil {
+		return err
+	}
+	ex, err := remotecommand.NewSPDYExecutorForTransports(tr, up, http.MethodPost, u)
+	if err != nil {
+		return err
+	}
+	opts := remotecommand.StreamOptions{Stdin: e.Stdin, Stdout: e.Stdout, Tty: e.TTY}
+	if !e.TTY {
+		opts.Stderr = e.Stderr
+	}
+	if e.TTY && e.Sizes != nil {
+		opts.TerminalSizeQueue = e.Sizes
+	}
+	return classify(ex.StreamWithContext(ctx, opts))
+}
+
+// PortForwardOptions describe a port-forward.
+type PortForwardOptions struct {
+	Namespace, Pod string
+	// Addresses to listen on (default 127.0.0.1); Ports as kubectl takes
+	// them: "LOCAL:REMOTE", "PORT" or ":REMOTE" (any free local port).
+	Addresses []string
+	Ports     []string
+	Out, Err  io.Writer
+	// Ready, when not nil, is closed once the listeners are up.
+	Ready chan struct{}
+}
+
+// PortForwarder is a running port-forward.
+type PortForwarder struct{ pf *portforward.PortForwarder }
+
+// GetPorts returns the forwarded ports (after Ready).
+func (p *PortForwarder) GetPorts() ([]portforward.ForwardedPort, error) { return p.pf.GetPorts() }
+
+// PortForward forwards local ports to the pod until ctx ends or the
+// connection is lost. It checks the credentials first (one upgrade, so
+// a wrong token fails at once rather than on the first connection).
+func PortForward(ctx context.Context, o Options, p PortForwardOptions, started func(*PortForwarder)) error {
+	u, err := o.PodURL(p.Namespace, p.Pod, "portforward", nil)
+	if err != nil {
+		return err
+	}
+	tr, up, err := o.roundTrippers()
+	if err != nil {
+		return err
+	}
+	addrs := p.Addresses
+	if len(addrs) == 0 {
+		addrs = []string{"127.0.0.1"}
+	}
+	ready := p.Ready
+	if ready == nil {
+		ready = make(chan struct{})
+	}
+	dialer := &checkedDialer{inner: clientspdy.NewDialer(up, &http.Client{Transport: tr}, http.MethodPost, u)}
+	stop := make(chan struct{})
+	pf, err := portforward.NewOnAddresses(dialer, addrs, p.Ports, stop, ready, p.Out, p.Err)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- pf.ForwardPorts() }()
+	select {
+	case <-ready:
+		if started != nil {
+			started(&PortForwarder{pf})
+		}
+	case err := <-errc:
+		return dialer.check(err)
+	}
+	select {
+	case err := <-errc:
+		return dialer.check(err)
+	case <-ctx.Done():
+		close(stop)
+		return dialer.check(<-errc)
+	}
+}
+
+// checkedDialer remembers an authentication failure: client-go's
+// portforward formats the dial error with %s, dropping its type.
+type checkedDialer struct {
+	inner   apihttpstream.Dialer
+	mu      sync.Mutex
+	authErr *AuthError
+}
+
+func (d *checkedDialer) Dial(protocols ...string) (apihttpstream.Connection, string, error) {
+	c, p, err := d.inner.Dial(protocols...)
+	err = classify(err)
+	var ae *AuthError
+	if errors.As(err, &ae) {
+		d.mu.Lock()
+		d.authErr = ae
+		d.mu.Unlock()
+	}
+	return c, p, err
+}
+
+// check returns the remembered *AuthError, or err.
+func (d *checkedDialer) check(err error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil && d.authErr != nil {
+		return d.authErr
+	}
+	return classify(err)
+}
+
+// AuthError is a server's refusal of the caller's credentials.
+type AuthError struct {
+	StatusCode int
+	Err        error
+}
+
+func (e *AuthError) Error() string { return e.Err.Error() }
+func (e *AuthError) Unwrap() error { return e.Err }
+
+// classify turns a 401/403 upgrade failure into an *AuthError.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	// client-go wraps the round tripper's *UpgradeError in an
+	// UpgradeFailureError (whose Cause does not unwrap).
+	cause := err
+	var ufe *apihttpstream.UpgradeFailureError
+	if errors.As(err, &ufe) {
+		cause = ufe.Cause
+	}
+	var ue *wsmuxhttpstream.UpgradeError
+	if errors.As(cause, &ue) && (ue.StatusCode == http.StatusUnauthorized || ue.StatusCode == http.StatusForbidden) {
+		return &AuthError{StatusCode: ue.StatusCode, Err: err}
+	}
+	return err
+}

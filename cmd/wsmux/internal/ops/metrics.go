@@ -1,0 +1,144 @@
+// Package ops holds what wsmux's server commands share: Prometheus metrics,
+// the registry of live sessions (for metrics and graceful shutdown), and an
+// HTTP server that drains sessions on shutdown.
+package ops
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/mux"
+)
+
+// Metrics are a server command's Prometheus metrics; every name starts
+// with wsmux_.
+type Metrics struct {
+	Registry *prometheus.Registry
+	// AuthFailures counts rejected callers by reason (auth.Reason...).
+	AuthFailures *prometheus.CounterVec
+	// BadRequests counts requests rejected before authentication mattered
+	// or after it (malformed paths, not an upgrade...), by reason.
+	BadRequests *prometheus.CounterVec
+	// TunnelRefused counts tunnel streams refused, by reason
+	// (not_allowed, dial_failed, bad_request).
+	TunnelRefused *prometheus.CounterVec
+	// TunnelBytes counts tunnelled payload bytes, by direction
+	// (to_target, from_target).
+	TunnelBytes *prometheus.CounterVec
+	// Upgrades counts accepted upgrades by protocol and kind.
+	Upgrades *prometheus.CounterVec
+
+	Sessions *Tracker
+}
+
+// NewMetrics returns metrics registered on a fresh registry (with the Go
+// and process collectors).
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		AuthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wsmux_auth_failures_total", Help: "Requests rejected with 401, by reason.",
+		}, []string{"reason"}),
+		BadRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wsmux_bad_requests_total", Help: "Requests rejected as malformed (400), by reason.",
+		}, []string{"reason"}),
+		TunnelRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wsmux_tunnel_refused_total", Help: "Tunnel streams refused, by reason.",
+		}, []string{"reason"}),
+		TunnelBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wsmux_tunnel_bytes_total", Help: "Tunnelled TCP payload bytes, by direction.",
+		}, []string{"direction"}),
+		Upgrades: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wsmux_upgrades_total", Help: "Accepted upgrades, by protocol (wsmux, spdy) and kind.",
+		}, []string{"protocol", "kind"}),
+		Sessions: NewTracker(),
+	}
+	m.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.AuthFailures, m.BadRequests, m.TunnelRefused, m.TunnelBytes, m.Upgrades,
+		sessionCollector{m.Sessions},
+	)
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+var (
+	descSessionsActive = prometheus.NewDesc("wsmux_sessions_active", "Live sessions, by protocol.", []string{"protocol"}, nil)
+	descSessionsTotal  = prometheus.NewDesc("wsmux_sessions_total", "Sessions started, by protocol.", []string{"protocol"}, nil)
+	descStreamsActive  = prometheus.NewDesc("wsmux_streams_active", "Streams of live wsmux sessions not yet ended both ways.", nil, nil)
+	descStreamsTotal   = prometheus.NewDesc("wsmux_streams_total", "wsmux streams, by who opened them (local, remote).", []string{"opened_by"}, nil)
+	descBytes          = prometheus.NewDesc("wsmux_bytes_total", "wsmux WebSocket payload bytes, by direction (in, out).", []string{"direction"}, nil)
+	descResets         = prometheus.NewDesc("wsmux_stream_resets_total", "wsmux RST_STREAM frames, by direction (sent, received).", []string{"direction"}, nil)
+	descErrors         = prometheus.NewDesc("wsmux_errors_total", "wsmux session and stream errors by code (protocol errors, timeouts, resets with a code; detected here or reported by the peer).", []string{"code"}, nil)
+)
+
+// sessionCollector reports the tracker's sums: the counters of ended
+// sessions plus the current counters of live ones.
+type sessionCollector struct{ t *Tracker }
+
+func (c sessionCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSessionsActive, descSessionsTotal, descStreamsActive, descStreamsTotal, descBytes, descResets, descErrors} {
+		ch <- d
+	}
+}
+
+func (c sessionCollector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.t.snapshot()
+	for _, p := range []string{"wsmux", "spdy"} {
+		ch <- prometheus.MustNewConstMetric(descSessionsActive, prometheus.GaugeValue, float64(snap.active[p]), p)
+		ch <- prometheus.MustNewConstMetric(descSessionsTotal, prometheus.CounterValue, float64(snap.total[p]), p)
+	}
+	ch <- prometheus.MustNewConstMetric(descStreamsActive, prometheus.GaugeValue, float64(snap.streamsActive))
+	ch <- prometheus.MustNewConstMetric(descStreamsTotal, prometheus.CounterValue, float64(snap.stats.StreamsOpened), "local")
+	ch <- prometheus.MustNewConstMetric(descStreamsTotal, prometheus.CounterValue, float64(snap.stats.StreamsAccepted), "remote")
+	ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(snap.stats.BytesIn), "in")
+	ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(snap.stats.BytesOut), "out")
+	ch <- prometheus.MustNewConstMetric(descResets, prometheus.CounterValue, float64(snap.stats.ResetsLocal), "sent")
+	ch <- prometheus.MustNewConstMetric(descResets, prometheus.CounterValue, float64(snap.stats.ResetsRemote), "received")
+	for code, n := range snap.stats.Errors {
+		ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, float64(n), code.String())
+	}
+}
+
+// addStats adds b into a.
+func addStats(a *mux.Stats, b mux.Stats) {
+	a.BytesIn += b.BytesIn
+	a.BytesOut += b.BytesOut
+	a.FramesIn += b.FramesIn
+	a.FramesOut += b.FramesOut
+	a.MessagesIn += b.MessagesIn
+	a.MessagesOut += b.MessagesOut
+	a.StreamsOpened += b.StreamsOpened
+	a.StreamsAccepted += b.StreamsAccepted
+	a.ResetsLocal += b.ResetsLocal
+	a.ResetsRemote += b.ResetsRemote
+	if a.Errors == nil {
+		a.Errors = map[frame.ErrorCode]uint64{}
+	}
+	for k, v := range b.Errors {
+		a.Errors[k] += v
+	}
+}
+
+// Value returns the current value of a counter or gauge (for tests and
+// logs).
+func Value(c prometheus.Metric) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}

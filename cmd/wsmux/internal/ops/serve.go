@@ -1,0 +1,104 @@
+package ops
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// ServerOptions configure Serve.
+type ServerOptions struct {
+	// TLSCert and TLSKey, when set, serve HTTPS.
+	TLSCert, TLSKey string
+	// RequestClientCert asks TLS clients for a certificate (verified by the
+	// application against its CA, so a bad one gets a clear 401).
+	RequestClientCert bool
+	// ShutdownTimeout bounds the drain after ctx ends: GOAWAY to every
+	// session, wait for their streams to finish, then close what is left.
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger
+}
+
+// Health is /healthz: 200 "ok" while serving, 503 while shutting down.
+type Health struct{ stopping atomic.Bool }
+
+// Stopping reports whether the server is shutting down.
+func (h *Health) Stopping() bool { return h.stopping.Load() }
+
+// SetStopping marks the server as shutting down.
+func (h *Health) SetStopping() { h.stopping.Store(true) }
+
+func (h *Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if h.stopping.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("shutting down\n"))
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// Serve serves handler on ln until ctx ends, then shuts down gracefully:
+// health turns 503, the listener closes, idle HTTP connections close, and
+// every tracked session gets a GOAWAY and ShutdownTimeout to finish before
+// it is closed. It returns nil after a shutdown, or the serving error.
+func Serve(ctx context.Context, ln net.Listener, handler http.Handler, opts ServerOptions, tracker *Tracker, health *Health) error {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if opts.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(opts.TLSCert, opts.TLSKey)
+		if err != nil {
+			return err
+		}
+		cfg := &tls.Config{
+			Certificates: []tls.Certificate{cert},
+			MinVersion:   tls.VersionTLS12,
+			NextProtos:   []string{"http/1.1"}, // upgrades need HTTP/1.1
+		}
+		if opts.RequestClientCert {
+			cfg.ClientAuth = tls.RequestClientCert
+		}
+		ln = tls.NewListener(ln, cfg)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	timeout := opts.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	log.Info("shutting down", "drain_timeout", timeout, "sessions", tracker.Len())
+	if health != nil {
+		health.SetStopping()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	done := make(chan bool, 1)
+	go func() { done <- tracker.Drain(sctx) }()
+	_ = srv.Shutdown(sctx) // hijacked (upgraded) connections are the tracker's
+	if !<-done {
+		log.Warn("drain deadline passed; closed the remaining sessions", "timeout", timeout)
+	}
+	_ = srv.Close()
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("shutdown complete")
+	return nil
+}

@@ -1,0 +1,195 @@
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
+	"github.com/wsmux/wsmux/mux"
+)
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Allow lists the HOST:PORT targets that may be dialled (exact match
+	// after CanonicalTarget; no wildcards).
+	Allow []string
+	// Auth authenticates upgrade requests.
+	Auth *auth.Authenticator
+	// DialTimeout bounds each target dial (default 10 s).
+	DialTimeout time.Duration
+	// Mux configures sessions (its Handler is replaced); nil means
+	// defaults with MaxStreams 1000.
+	Mux     *mux.Config
+	Logger  *slog.Logger
+	Metrics *ops.Metrics
+	// Dial, when set, replaces net.Dialer (tests).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Server accepts tunnel sessions on DefaultPath.
+type Server struct {
+	cfg    ServerConfig
+	allow  map[string]bool
+	log    *slog.Logger
+	m      *ops.Metrics
+	health ops.Health
+	wg     sync.WaitGroup // splices
+}
+
+// NewServer validates cfg and returns a Server.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Auth == nil {
+		return nil, errors.New("tunnel: no authenticator")
+	}
+	s := &Server{cfg: cfg, allow: map[string]bool{}, log: cfg.Logger, m: cfg.Metrics}
+	for _, a := range cfg.Allow {
+		t, err := CanonicalTarget(a)
+		if err != nil {
+			return nil, fmt.Errorf("--allow %q: %w", a, err)
+		}
+		s.allow[t] = true
+	}
+	if len(s.allow) == 0 {
+		return nil, errors.New("tunnel: empty allow list: nothing could be forwarded")
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.m == nil {
+		s.m = ops.NewMetrics()
+	}
+	if s.cfg.DialTimeout <= 0 {
+		s.cfg.DialTimeout = 10 * time.Second
+	}
+	if s.cfg.Dial == nil {
+		d := &net.Dialer{KeepAlive: 30 * time.Second}
+		s.cfg.Dial = d.DialContext
+	}
+	var mc mux.Config
+	if cfg.Mux != nil {
+		mc = *cfg.Mux
+	}
+	if mc.MaxStreams == 0 {
+		mc.MaxStreams = 1000
+	}
+	if mc.AcceptBacklog == 0 {
+		// Opens wait for a handler (a target dial) in this queue; refuse
+		// only beyond the stream limit itself.
+		mc.AcceptBacklog = mc.MaxStreams
+	}
+	mc.Handler = s.handleStream
+	if mc.Logger == nil {
+		mc.Logger = s.log
+	}
+	if err := mc.Validate(); err != nil {
+		return nil, err
+	}
+	s.cfg.Mux = &mc
+	return s, nil
+}
+
+// Metrics returns the server's metrics.
+func (s *Server) Metrics() *ops.Metrics { return s.m }
+
+// Health returns the /healthz handler (503 once shutting down).
+func (s *Server) Health() *ops.Health { return &s.health }
+
+// Handler routes DefaultPath (the tunnel upgrade), /healthz and /metrics.
+func (s *Server) Handler() http.Handler {
+	h := http.NewServeMux()
+	h.Handle(DefaultPath, http.HandlerFunc(s.serveTunnel))
+	h.Handle("/healthz", &s.health)
+	h.Handle("/metrics", s.m.Handler())
+	return h
+}
+
+func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
+	who, err := s.cfg.Auth.Authenticate(r)
+	if err != nil {
+		var ae *auth.Error
+		reason := auth.ReasonMissing
+		if errors.As(err, &ae) {
+			reason = ae.Reason
+		}
+		s.m.AuthFailures.WithLabelValues(reason).Inc()
+		s.log.Warn("tunnel: rejected unauthenticated request", "remote", r.RemoteAddr, "reason", reason, "error", err)
+		auth.Reject(w, err)
+		return
+	}
+	sess, err := mux.Upgrade(w, r, s.cfg.Mux)
+	if err != nil {
+		s.m.BadRequests.WithLabelValues("bad_upgrade").Inc()
+		s.log.Warn("tunnel: upgrade failed", "remote", r.RemoteAddr, "error", err)
+		return
+	}
+	s.m.Upgrades.WithLabelValues("wsmux", "tunnel").Inc()
+	done := s.m.Sessions.Add("wsmux", sess, func() { _ = sess.Close() })
+	s.log.Info("tunnel: session started", "remote", r.RemoteAddr, "caller", who)
+	go func() {
+		<-sess.Done()
+		s.log.Info("tunnel: session ended", "remote", r.RemoteAddr, "reason", sess.Err())
+		done() // after the last log line: a drain waits for this
+	}()
+}
+
+// handleStream runs for every stream a client opens: it refuses targets off
+// the allow list and targets it cannot reach, else accepts and splices.
+func (s *Server) handleStream(st *mux.Stream) error {
+	raw := st.Headers().Get(TargetHeader)
+	remote := st.RemoteAddr().String()
+	target, err := CanonicalTarget(raw)
+	if err != nil {
+		s.m.TunnelRefused.WithLabelValues("bad_request").Inc()
+		s.log.Warn("tunnel: refused stream with a bad target", "remote", remote, "stream", st.ID(), "target", raw, "error", err)
+		return &mux.StreamError{Code: CodeBadRequest, Reason: "bad target header"}
+	}
+	if !s.allow[target] {
+		s.m.TunnelRefused.WithLabelValues("not_allowed").Inc()
+		s.log.Warn("tunnel: refused target not on the allow list", "remote", remote, "stream", st.ID(), "target", target)
+		return &mux.StreamError{Code: CodeNotAllowed, Reason: "target not allowed: " + clip(target, 100)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DialTimeout)
+	defer cancel()
+	c, err := s.cfg.Dial(ctx, "tcp", target)
+	if err != nil {
+		s.m.TunnelRefused.WithLabelValues("dial_failed").Inc()
+		s.log.Warn("tunnel: target dial failed", "remote", remote, "stream", st.ID(), "target", target, "error", err)
+		return &mux.StreamError{Code: CodeDialFailed, Reason: clip("dial "+target+": "+errText(err), 128)}
+	}
+	s.log.Debug("tunnel: stream open", "remote", remote, "stream", st.ID(), "target", target)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		toTarget, fromTarget := splice(st, c, true)
+		s.m.TunnelBytes.WithLabelValues("to_target").Add(float64(toTarget))
+		s.m.TunnelBytes.WithLabelValues("from_target").Add(float64(fromTarget))
+		s.log.Debug("tunnel: stream done", "stream", st.ID(), "target", target, "to_target", toTarget, "from_target", fromTarget)
+	}()
+	return nil
+}
+
+// Wait waits for every splice to end (after the sessions ended).
+func (s *Server) Wait() { s.wg.Wait() }
+
+func errText(err error) string {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err.Error()
+	}
+	return err.Error()
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/tunnel"
+	"github.com/wsmux/wsmux/mux"
+)
+
+func newTunnelCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "tunnel",
+		Short: "Forward plain TCP connections over one wsmux WebSocket",
+		Long: `Forward plain TCP connections over one wsmux WebSocket; no Kubernetes needed.
+
+'wsmux tunnel serve' accepts authenticated tunnel sessions and dials only the
+allow-listed targets; 'wsmux tunnel forward' listens locally and opens one
+stream per accepted connection. Half-closes are propagated both ways.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return usageErrorf("missing subcommand: serve or forward") },
+	}
+	c.AddCommand(newTunnelServeCmd(a), newTunnelForwardCmd(a))
+	return c
+}
+
+// serverFlags are the listening flags of gateway and tunnel serve.
+type serverFlags struct {
+	listen          string
+	tlsCert, tlsKey string
+	tokenFile       string
+	shutdownTimeout time.Duration
+}
+
+func (f *serverFlags) register(c *cobra.Command, defListen string) {
+	fl := c.Flags()
+	fl.StringVar(&f.listen, "listen", defListen, "address to listen on (HOST:PORT)")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS/WSS with; needs --tls-key")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file of accepted bearer tokens, one per line (# comments allowed)")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT: how long sessions may drain after GOAWAY before they are closed")
+}
+
+// serve listens on --listen and serves h until SIGTERM or SIGINT, then
+// drains (see ops.Serve).
+func (f *serverFlags) serve(a *app, h http.Handler, requestClientCert bool, tr *ops.Tracker, health *ops.Health, what string, kv ...any) error {
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.signalContext()
+	defer cancel()
+	a.log.Info(what+": serving", append([]any{"listen", ln.Addr().String(), "tls", f.tlsCert != ""}, kv...)...)
+	return ops.Serve(ctx, ln, h, ops.ServerOptions{
+		TLSCert: f.tlsCert, TLSKey: f.tlsKey, RequestClientCert: requestClientCert,
+		ShutdownTimeout: f.shutdownTimeout, Logger: a.log,
+	}, tr, health)
+}
+
+func (f *serverFlags) validate() error {
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return usageErrorf("--tls-cert and --tls-key go together")
+	}
+	if f.listen == "" {
+		return usageErrorf("--listen is required")
+	}
+	return nil
+}
+
+func newTunnelServeCmd(a *app) *cobra.Command {
+	var sf serverFlags
+	var allow []string
+	var dialTimeout time.Duration
+	var maxStreams int
+	c := &cobra.Command{
+		Use:   "serve --listen ADDR --allow HOST:PORT[,HOST:PORT...] --token-file FILE",
+		Short: "Accept tunnel sessions and forward their streams to allow-listed targets",
+		Long: `Accept tunnel sessions on /tunnel and forward each stream to the HOST:PORT it
+names, if that target is on the --allow list (exact match). Other targets are
+refused with a stream reset carrying code TARGET_NOT_ALLOWED (0x1001) and logged;
+unreachable ones with TARGET_DIAL_FAILED (0x1002).
+
+Callers must send "Authorization: Bearer TOKEN" with a token from --token-file
+(compared in constant time); others get 401 and nothing is forwarded.
+
+Also serves /healthz (200, or 503 while shutting down) and /metrics (Prometheus).
+On SIGTERM or SIGINT: stop accepting, GOAWAY every session, let streams finish
+for --shutdown-timeout, then close what is left.`,
+		Example: `  wsmux tunnel serve --listen 127.0.0.1:8443 --allow 127.0.0.1:5432,db.internal:5432 --token-file tokens`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := sf.validate(); err != nil {
+				return err
+			}
+			if len(allow) == 0 {
+				return usageErrorf("--allow is required: the targets this server may dial")
+			}
+			if sf.tokenFile == "" {
+				return usageErrorf("--token-file is required")
+			}
+			tokens, err := auth.ReadTokens(sf.tokenFile)
+			if err != nil {
+				return err
+			}
+			srv, err := tunnel.NewServer(tunnel.ServerConfig{
+				Allow:       allow,
+				Auth:        auth.New(tokens, nil),
+				DialTimeout: dialTimeout,
+				Mux:         &mux.Config{MaxStreams: maxStreams},
+				Logger:      a.log,
+			})
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			err = sf.serve(a, srv.Handler(), false, srv.Metrics().Sessions, srv.Health(), "tunnel", "allow", allow)
+			srv.Wait()
+			return err
+		},
+	}
+	sf.register(c, "127.0.0.1:8080")
+	c.Flags().StringSliceVar(&allow, "allow", nil, "targets that may be dialled, HOST:PORT, comma-separated or repeated (required)")
+	c.Flags().DurationVar(&dialTimeout, "dial-timeout", 10*time.Second, "timeout of each target dial")
+	c.Flags().IntVar(&maxStreams, "max-streams", 1000, "concurrent streams (tunnelled connections) per session")
+	return c
+}
+
+// clientFlags are the connection flags of the client commands.
+type clientFlags struct {
+	server             string
+	tokenFile          string
+	caFile             string
+	clientCert         string
+	clientKey          string
+	insecureSkipVerify bool
+}
+
+func (f *clientFlags) register(c *cobra.Command) {
+	fl := c.Flags()
+	fl.StringVar(&f.server, "server", "", "server URL: http://, https://, ws:// or wss://HOST:PORT (required)")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file whose first line is the bearer token to send")
+	fl.StringVar(&f.caFile, "ca-file", "", "PEM CA bundle to verify the server with (default: system roots)")
+	fl.StringVar(&f.clientCert, "client-cert", "", "PEM client certificate for mutual TLS; needs --client-key")
+	fl.StringVar(&f.clientKey, "client-key", "", "PEM private key of --client-cert")
+	fl.BoolVar(&f.insecureSkipVerify, "insecure-skip-tls-verify", false, "do not verify the server's certificate (testing only)")
+}
+
+// load returns the token (may be empty with a client certificate) and the
+// TLS configuration.
+func (f *clientFlags) load() (string, *tls.Config, error) {
+	if f.server == "" {
+		return "", nil, usageErrorf("--server is required")
+	}
+	if (f.clientCert == "") != (f.clientKey == "") {
+		return "", nil, usageErrorf("--client-cert and --client-key go together")
+	}
+	if f.tokenFile == "" && f.clientCert == "" {
+		return "", nil, usageErrorf("--token-file (or --client-cert/--client-key) is required")
+	}
+	var token string
+	if f.tokenFile != "" {
+		t, err := auth.ReadToken(f.tokenFile)
+		if err != nil {
+			return "", nil, err
+		}
+		token = t
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: f.insecureSkipVerify} //nolint:gosec // opt-in flag
+	if f.caFile != "" {
+		p, err := auth.LoadCertPool(f.caFile)
+		if err != nil {
+			return "", nil, err
+		}
+		cfg.RootCAs = p
+	}
+	if f.clientCert != "" {
+		cert, err := tls.LoadX509KeyPair(f.clientCert, f.clientKey)
+		if err != nil {
+			return "", nil, err
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return token, cfg, nil
+}
+
+func newTunnelForwardCmd(a *app) *cobra.Command {
+	var cf clientFlags
+	var drain time.Duration
+	c := &cobra.Command{
+		Use:   "forward --server URL --token-file FILE [BIND:]LOCALPORT:HOST:PORT...",
+		Short: "Listen locally and tunnel each connection to a target through the server",
+		Long: `Listen on each LOCALPORT (on 127.0.0.1 unless BIND is given) and tunnel every
+accepted connection, as one stream of a single wsmux session, to HOST:PORT as
+dialled by the server ('wsmux tunnel serve'). The session is opened at start
+(exit code 3 if the server rejects the token) and reopened when it ends.
+A target the server refuses is logged and the local connection is reset.
+
+Runs until SIGINT or SIGTERM; open connections then get --drain-timeout.`,
+		Example: `  wsmux tunnel forward --server http://127.0.0.1:8443 --token-file token 15432:127.0.0.1:5432`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			token, tlsCfg, err := cf.load()
+			if err != nil {
+				return err
+			}
+			var fws []tunnel.Forward
+			for _, s := range args {
+				fw, err := tunnel.ParseForward(s)
+				if err != nil {
+					return usageErrorf("%v", err)
+				}
+				fws = append(fws, fw)
+			}
+			f, err := tunnel.NewForwarder(tunnel.ClientConfig{
+				Server: cf.server, Token: token, TLS: tlsCfg, DrainTimeout: drain, Logger: a.log,
+			}, fws)
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			ctx, cancel := a.signalContext()
+			defer cancel()
+			if err := f.Connect(ctx); err != nil {
+				var he *mux.HandshakeError
+				if errors.As(err, &he) && (he.StatusCode == 401 || he.StatusCode == 403) {
+					return authError(fmt.Errorf("%s rejected the credentials (%d): %s", cf.server, he.StatusCode,
+						strings.TrimSpace(string(he.Body))))
+				}
+				return err
+			}
+			if err := f.Listen(); err != nil {
+				return err
+			}
+			return f.Run(ctx)
+		},
+	}
+	cf.register(c)
+	c.Flags().DurationVar(&drain, "drain-timeout", 10*time.Second, "on SIGINT/SIGTERM: how long open connections may finish")
+	return c
+}
