@@ -59,25 +59,26 @@ func New(up k8shttpstream.Connection) *Splicer {
 // the same stream upstream (waiting for upstream's answer) and rejects the
 // downstream stream if upstream rejects it.
 func (s *Splicer) NewStreamHandler(d k8shttpstream.Stream, replySent <-chan struct{}) error {
-	s.mu.Lock()
-	closing := s.closing
-	s.mu.Unlock()
-	if closing {
-		return errors.New("bridge: connection closing")
-	}
-	u, err := s.up.CreateStream(d.Headers().Clone())
-	if err != nil {
-		return fmt.Errorf("bridge: upstream rejected the stream: %w", err)
-	}
+	// Register the pumps before asking upstream, so that an upstream that
+	// accepts the stream and then closes at once (a kubelet whose command
+	// exits instantly) is drained through this stream instead of racing
+	// it: watch waits on upWG before closing downstream.
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		_ = u.Reset()
 		return errors.New("bridge: connection closing")
 	}
-	s.streams++
 	s.allWG.Add(2)
 	s.upWG.Add(1)
+	s.mu.Unlock()
+	u, err := s.up.CreateStream(d.Headers().Clone())
+	if err != nil {
+		s.upWG.Done()
+		s.allWG.Add(-2)
+		return fmt.Errorf("bridge: upstream rejected the stream: %w", err)
+	}
+	s.mu.Lock()
+	s.streams++
 	s.mu.Unlock()
 	var once sync.Once
 	remaining := 2

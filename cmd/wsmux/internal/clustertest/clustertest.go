@@ -34,10 +34,6 @@ import (
 // Token is the bearer token the cluster accepts.
 const Token = "cluster-secret"
 
-// startDelay is the stand-in runtime's process start time (see
-// ExecInContainer).
-const startDelay = 30 * time.Millisecond
-
 // Cluster is a running stand-in cluster.
 type Cluster struct {
 	Server   *httptest.Server
@@ -163,12 +159,9 @@ func (rt runtime) ExecInContainer(ctx context.Context, _, _, _ string, cmd []str
 	if len(cmd) == 0 {
 		return errors.New("no command")
 	}
-	// A real exec takes milliseconds to start in the container. Without
-	// that, the kubelet closes the connection microseconds after accepting
-	// the last stream, and adapters/bridge's Splicer (as of this writing)
-	// then refuses that already-accepted stream downstream (its "closing"
-	// check after CreateStream returns): REFUSED_STREAM in ~6 of 10 runs.
-	time.Sleep(startDelay)
+	// Commands run at once: the kubelet then closes the connection
+	// microseconds after accepting the last stream, the race that
+	// adapters/bridge must survive (it once refused such a stream).
 	switch cmd[0] {
 	case "cat":
 		if in == nil {
