@@ -28,6 +28,13 @@ import (
 // upstream's remaining data to reach downstream before closing downstream.
 const DrainTimeout = 30 * time.Second
 
+// createGrace bounds how long a Splicer whose upstream closed waits for
+// stream creations still under way to settle: upstream's reply to a stream
+// it accepted precedes its close on the wire, so this is microseconds in
+// practice, and a create that upstream never answered (SPDY holds those 30
+// s) does not hold the shutdown.
+const createGrace = 2 * time.Second
+
 // Splicer forwards the streams of a downstream connection to an upstream
 // one. Create it with New, pass NewStreamHandler to whatever creates the
 // downstream connection (a ResponseUpgrader or NewServerConnection), then
@@ -37,7 +44,9 @@ type Splicer struct {
 
 	mu      sync.Mutex
 	down    k8shttpstream.Connection
-	closing bool
+	closing bool           // no new stream creation starts
+	drained bool           // drain waits began: no pump may join them any more
+	pending sync.WaitGroup // upstream CreateStream calls under way
 	upWG    sync.WaitGroup // upstream->downstream pumps (incl. not yet started)
 	allWG   sync.WaitGroup // every pump
 	streams int
@@ -59,27 +68,33 @@ func New(up k8shttpstream.Connection) *Splicer {
 // the same stream upstream (waiting for upstream's answer) and rejects the
 // downstream stream if upstream rejects it.
 func (s *Splicer) NewStreamHandler(d k8shttpstream.Stream, replySent <-chan struct{}) error {
-	// Register the pumps before asking upstream, so that an upstream that
-	// accepts the stream and then closes at once (a kubelet whose command
-	// exits instantly) is drained through this stream instead of racing
-	// it: watch waits on upWG before closing downstream.
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
 		return errors.New("bridge: connection closing")
 	}
-	s.allWG.Add(2)
-	s.upWG.Add(1)
+	s.pending.Add(1)
 	s.mu.Unlock()
 	u, err := s.up.CreateStream(d.Headers().Clone())
+	// An upstream that accepts the stream and closes at once (a kubelet
+	// whose command exits instantly) has set closing by now; the stream is
+	// still spliced, and drained, unless the drain waits already began.
+	s.mu.Lock()
+	late := err == nil && s.drained
+	if err == nil && !late {
+		s.streams++
+		s.allWG.Add(2)
+		s.upWG.Add(1)
+	}
+	s.mu.Unlock()
+	s.pending.Done()
 	if err != nil {
-		s.upWG.Done()
-		s.allWG.Add(-2)
 		return fmt.Errorf("bridge: upstream rejected the stream: %w", err)
 	}
-	s.mu.Lock()
-	s.streams++
-	s.mu.Unlock()
+	if late {
+		_ = u.Reset()
+		return errors.New("bridge: connection closing")
+	}
 	var once sync.Once
 	remaining := 2
 	var rmu sync.Mutex
@@ -162,11 +177,16 @@ func (s *Splicer) watch() {
 	select {
 	case <-s.up.CloseChan():
 		s.markDead()
-		// Deliver everything upstream sent, then close downstream.
+		// Streams upstream accepted just before it closed are still being
+		// registered; then deliver everything upstream sent, then close
+		// downstream.
+		waitTimeout(&s.pending, createGrace)
+		s.startDrain()
 		waitTimeout(&s.upWG, DrainTimeout)
 		_ = s.down.Close()
 	case <-s.down.CloseChan():
 		s.markDead()
+		s.startDrain()
 		_ = s.up.Close()
 	}
 	// Both connections are closed (or closing): every stream read ends.
@@ -178,6 +198,14 @@ func (s *Splicer) watch() {
 func (s *Splicer) markDead() {
 	s.mu.Lock()
 	s.closing = true
+	s.mu.Unlock()
+}
+
+// startDrain closes the pump wait groups to newcomers before watch waits on
+// them (a WaitGroup must not grow from zero while it is waited on).
+func (s *Splicer) startDrain() {
+	s.mu.Lock()
+	s.drained = true
 	s.mu.Unlock()
 }
 
