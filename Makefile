@@ -4,6 +4,9 @@ FUZZTIME  ?= 60s
 BENCHTIME ?= 1s
 COUNT     ?= 10
 PKGS      := ./...
+# The tunnel soak test (200 concurrent tunnelled connections with checksums) runs this long.
+WSMUX_SOAK ?= 30s
+export WSMUX_SOAK
 
 .PHONY: test vet fmt-check lint bench bench-go fuzz fuzz-seeds fuzz-long fuzz-ci fuzz-vet
 
@@ -26,13 +29,16 @@ fmt-check:
 lint: vet fmt-check
 	@bash scripts/check-layers.sh
 
-## bench: the side-by-side comparison (prints a table per workload).
+## bench: the side-by-side comparison of wsmux, SPDY, yamux, smux and the tcp/ws ceilings: the
+## full suite, 3 runs each, medians (about 7 min on 2 cores; `go run ./cmd/wsmux bench -quick`
+## takes 1.5): prints a table per workload, writes docs/bench/{bench.md,bench.svg,results.json}.
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./frame/ ./flow/
+	$(GO) run ./cmd/wsmux bench -count 3 -out docs/bench
 
-## bench-go: go test -bench with -count suitable for benchstat.
+## bench-go: go test -bench with -count suitable for benchstat, into bench.txt; narrow it with
+## BENCH (a -bench regexp), e.g. make bench-go BENCH='Bulk1|Echo64' COUNT=6.
 bench-go:
-	$(GO) test -run='^$$' -bench=. -benchmem -count=$(COUNT) ./... | tee bench.txt
+	$(GO) test -run='^$$' -bench='$(or $(BENCH),.)' -benchmem -count=$(COUNT) -benchtime=$(BENCHTIME) ./... | tee bench.txt
 
 ## fuzz: every native fuzz target for FUZZTIME each (docs/fuzzing.md). FUZZPARALLEL,
 ## FUZZTARGETS, FUZZCACHE, FUZZKEEPGOING: see scripts/fuzz-all.sh.
