@@ -1,4 +1,19 @@
 // Package fuzz holds the fuzz harnesses of wsmux, shared by native go test
 // -fuzz targets and go-fuzz (build tag gofuzz) Fuzz(data []byte) int
-// functions.
+// functions. Each harness is an exported function that returns the first
+// invariant it finds violated, or nil:
+//
+//   - DecodeFrame, DecodeMessage, HeaderBlock: the frame codec (native
+//     targets in frame/fuzz_test.go); HeaderBlock is a differential against
+//     net/http's http.Header semantics;
+//   - FlowProgram: flow-control credit (native target in flow/fuzz_test.go);
+//   - Session: a hostile peer's script against a real mux.Session;
+//   - SessionPair: two real sessions driven by a random program, every byte
+//     checked (both native targets in this package's session_test.go, run in
+//     a testing/synctest bubble).
+//
+// The WebSocket reader's differential target, FuzzWebSocketFrame, is in
+// mux/internal/wsio/fuzz_test.go, since this package cannot import an
+// internal package of mux; its reference reader is the subpackage wsref.
+// docs/fuzzing.md says how to run them all, locally and continuously.
 package fuzz

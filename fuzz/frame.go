@@ -89,6 +89,11 @@ func DecodeMessage(data []byte) error {
 // error; AppendHeaderBlock re-encodes the result into a valid block of the
 // same length that decodes to the same header, is sorted, is a fixed point
 // of decode+encode, and equals the input when the input was already sorted.
+// In the other direction, an http.Header holding the same fields under
+// non-canonical keys (any case, as a map literal or a proxy may leave them)
+// encodes without error and decodes to what http.Header.Add of those keys
+// gives (values compared per canonical key, as multisets: Go's map order
+// decides the order among keys that differ only in case).
 // It returns the first violation, or nil.
 func HeaderBlock(data []byte) error {
 	_, err := headerBlock(data)
@@ -504,7 +509,50 @@ func headerBlock(data []byte) (ok bool, err error) {
 	if slices.IsSorted(inputNames) && !bytes.Equal(enc, data) {
 		return false, fmt.Errorf("sorted input block re-encodes differently:\n%x\n%x", enc, data)
 	}
+	if err := encodeRawKeys(fields, &lim); err != nil {
+		return false, err
+	}
 	return true, nil
+}
+
+// encodeRawKeys puts fields into an http.Header under non-canonical keys
+// (some letters of field i's name upper-cased, chosen from i and the value's
+// length) and checks AppendHeaderBlock against
+// http.Header.Add semantics.
+func encodeRawKeys(fields []field, lim *frame.BlockLimits) error {
+	raw := http.Header{}
+	for i, f := range fields {
+		key := []byte(f.name)
+		for j := range key {
+			if (len(f.value)+i+j)%3 == 0 && 'a' <= key[j] && key[j] <= 'z' {
+				key[j] -= 'a' - 'A'
+			}
+		}
+		raw[string(key)] = append(raw[string(key)], f.value)
+	}
+	ref := http.Header{}
+	for k, vs := range raw {
+		for _, v := range vs {
+			ref.Add(k, v)
+		}
+	}
+	enc, err := frame.AppendHeaderBlock(nil, raw, lim)
+	if err != nil {
+		return fmt.Errorf("AppendHeaderBlock of the fields under non-canonical keys: %w", err)
+	}
+	got := http.Header{}
+	if err := frame.DecodeHeaderBlock(enc, lim, got); err != nil {
+		return fmt.Errorf("DecodeHeaderBlock of an encoded http.Header: %w", err)
+	}
+	for _, h := range []http.Header{got, ref} {
+		for _, vs := range h {
+			slices.Sort(vs)
+		}
+	}
+	if err := headerDiff(got, ref); err != nil {
+		return fmt.Errorf("encode(http.Header with non-canonical keys) vs http.Header.Add: %w", err)
+	}
+	return nil
 }
 
 // headerDiff describes how got differs from want, or returns nil.

@@ -98,6 +98,7 @@ type core struct {
 	wsClosedByPeer         bool
 	wsCloseCode            uint16 // override of the close code (WebSocket-level errors)
 	flushing               bool   // closing: queued DATA still goes out after the GOAWAY
+	prefaceLen             int    // bytes of the preface at the end of the next batch's dst
 	noGoAway               bool   // transport gone: do not try to send GOAWAY
 }
 
@@ -109,7 +110,8 @@ type ctrl struct {
 	arg   uint32
 	st    *Stream
 	text  string
-	peer  bool // induced by the peer: counts against maxUrgent
+	block []byte // HEADERS SYN: our header block (kept here, not on the stream)
+	peer  bool   // induced by the peer: counts against maxUrgent
 }
 
 // ctrlQueue is a FIFO that reuses its backing array.
@@ -126,8 +128,15 @@ func (q *ctrlQueue) pop() {
 	q.head++
 	if q.head == len(q.q) {
 		q.q, q.head = q.q[:0], 0
+		if cap(q.q) > maxKeptCtrl {
+			q.q = nil // a burst (thousands of opens) is over: do not keep its array
+		}
 	}
 }
+
+// maxKeptCtrl is the capacity a drained ctrlQueue keeps.
+const maxKeptCtrl = 4096
+
 func (q *ctrlQueue) clear() {
 	clear(q.q)
 	q.q, q.head = q.q[:0], 0
@@ -247,7 +256,9 @@ func (c *core) appendPreface(dst []byte) []byte {
 		_ = s.Set(frame.SettingKeepAliveHintMS, uint32(c.cfg.KeepAliveInterval/time.Millisecond))
 	}
 	c.stats.framesOut.Add(1)
-	return frame.AppendSettings(dst, &s)
+	out := frame.AppendSettings(dst, &s)
+	c.prefaceLen = len(out) - len(dst) // counts against the first batch's limit
+	return out
 }
 
 // isLocal reports whether id has our parity.
@@ -463,9 +474,6 @@ func (c *core) newStream(id uint32, local bool, now time.Duration) *Stream {
 		id:      id,
 		local:   local,
 		created: now,
-		rdCh:    make(chan struct{}, 1),
-		wrCh:    make(chan struct{}, 1),
-		ackCh:   make(chan struct{}),
 	}
 	st.rx.Init(flow.ReceiverConfig{Initial: uint32(c.cfg.InitialStreamWindow), Max: uint32(c.cfg.MaxStreamWindow), Budget: &c.budget})
 	st.tx.Init(c.peerStreamWin)
@@ -486,8 +494,7 @@ func (c *core) openLocal(block []byte, now time.Duration) *Stream {
 	c.nextID += 2
 	c.lastActivity = now
 	c.stats.streamsOpened.Add(1)
-	st.synBlock = block
-	c.urgent.push(ctrl{typ: frame.TypeHeaders, flags: frame.FlagSYN, id: st.id, st: st})
+	c.urgent.push(ctrl{typ: frame.TypeHeaders, flags: frame.FlagSYN, id: st.id, st: st, block: block})
 	c.wake()
 	return st
 }
@@ -507,7 +514,6 @@ func (c *core) resetStream(st *Stream, code frame.ErrorCode, reason string, now 
 	}
 	if flush && st.txq.Len() > 0 && !st.finSent {
 		st.flushing = true
-		st.rstCode, st.rstReason = code, reason
 		st.resetErr = &StreamError{Code: code, Reason: reason}
 		if st.local && !st.acked {
 			st.closeAck()
@@ -533,7 +539,7 @@ func (c *core) finishFlush(st *Stream) {
 	c.txQueued -= st.txq.Len()
 	st.txq.reset()
 	c.unlink(st)
-	c.queueRST(st.id, st.rstCode, st.rstReason, false)
+	c.queueRST(st.id, st.resetErr.Code, st.resetErr.Reason, false) // set by resetStream
 	c.maybeFinish(st)
 }
 

@@ -420,14 +420,11 @@ func (c *core) onGoAway(f *frame.Frame) {
 	}
 	c.goawayRecv, c.peerLastID = true, last
 	code := f.Code()
-	for id, st := range c.streams {
-		if st.local && id > last {
-			c.endStream(st, &StreamError{Code: frame.RefusedStream, Remote: true, Reason: "GOAWAY"}, false)
-		}
-	}
 	// Every GOAWAY starts a drain: streams up to last go on. A peer that
 	// failed follows its GOAWAY with the WebSocket close at once, and the
-	// session then ends with the GOAWAY's code.
+	// session then ends with the GOAWAY's code. (Set before the streams
+	// beyond last end below: the last of them ends the drain, and the
+	// session with this error.)
 	if c.peerGoAway == nil || code != frame.NoError {
 		var err error
 		if len(f.Payload) > 0 {
@@ -437,6 +434,11 @@ func (c *core) onGoAway(f *frame.Frame) {
 			c.stats.countError(code)
 		}
 		c.peerGoAway = &SessionError{Code: code, Remote: true, Err: err}
+	}
+	for id, st := range c.streams {
+		if st.local && id > last {
+			c.endStream(st, &StreamError{Code: frame.RefusedStream, Remote: true, Reason: "GOAWAY"}, false)
+		}
 	}
 	notify(c.creditCh) // waiting openers fail with ErrGoAway
 	c.maybeDrained()

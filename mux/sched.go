@@ -117,7 +117,10 @@ func (c *core) batchLimit() int {
 // rule so bulk is never starved. Headers ACKs laid out are recorded in
 // ackedList.
 func (c *core) appendBatch(dst []byte, now time.Duration) []byte {
-	start := len(dst)
+	// The preface, when the caller just laid it out in dst, is part of
+	// this message and counts against the peer's MaxMessageSize.
+	start := max(len(dst)-c.prefaceLen, 0)
+	c.prefaceLen = 0
 	limit := start + c.batchLimit()
 	frames := 0
 	for !c.urgent.empty() {
@@ -176,9 +179,7 @@ func (c *core) appendCredit(dst []byte, start, limit, frames int) ([]byte, int) 
 func (e *ctrl) size() int {
 	switch e.typ {
 	case frame.TypeHeaders:
-		if e.st != nil {
-			return len(e.st.synBlock)
-		}
+		return len(e.block)
 	case frame.TypeRSTStream, frame.TypeGoAway:
 		return len(e.text)
 	}
@@ -203,8 +204,8 @@ func (c *core) appendCtrl(dst []byte, e *ctrl) []byte {
 	case frame.TypeHeaders:
 		st := e.st
 		if e.flags == frame.FlagSYN {
-			b, _ := frame.AppendHeadersBlock(dst, e.id, frame.FlagSYN, st.synBlock)
-			st.synBlock = nil
+			b, _ := frame.AppendHeadersBlock(dst, e.id, frame.FlagSYN, e.block)
+			e.block = nil
 			return b
 		}
 		if st.resetErr != nil {

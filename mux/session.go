@@ -14,7 +14,6 @@ import (
 	"github.com/gobwas/ws"
 
 	"github.com/wsmux/wsmux/frame"
-	"github.com/wsmux/wsmux/mux/internal/pool"
 	"github.com/wsmux/wsmux/mux/internal/wsio"
 )
 
@@ -162,6 +161,7 @@ func (s *Session) writeLoop() {
 	first := true
 	writeFailed := false
 	var wdl time.Time // write deadline in force
+	var bp *[]byte    // batch buffer, held from batch to batch while busy
 	for {
 		if s.wsc.ControlPending() {
 			// A pong or close reply goes out even when no batch was
@@ -179,8 +179,10 @@ func (s *Session) writeLoop() {
 			writeFailed = true
 			break
 		}
-		buf := pool.GetBatch()
-		b := append(buf.B[:0], zero[:]...)
+		if bp == nil {
+			bp = getBatchBuf(wsio.HeaderRoom + s.cfg.MaxBatch)
+		}
+		b := append((*bp)[:0], zero[:]...)
 		s.mu.Lock()
 		now := s.now()
 		if first {
@@ -218,8 +220,7 @@ func (s *Session) writeLoop() {
 				_ = s.conn.SetWriteDeadline(wdl)
 			}
 			err := s.wsc.WriteMessage(b)
-			buf.B = b
-			pool.PutBatch(buf)
+			*bp = b[:0] // kept for the next batch while busy
 			if err != nil {
 				if errors.Is(err, wsio.ErrCloseSent) {
 					// The reader got the peer's close and FlushControl
@@ -253,8 +254,11 @@ func (s *Session) writeLoop() {
 			}
 			continue
 		}
-		buf.B = b
-		pool.PutBatch(buf)
+		// Going idle: the buffer goes back to the pool, so an idle session
+		// holds none.
+		*bp = b[:0]
+		batchBufs.Put(bp)
+		bp = nil
 		if finished {
 			break
 		}
@@ -268,6 +272,24 @@ func (s *Session) writeLoop() {
 		}
 	}
 	s.finish(writeFailed)
+}
+
+// batchBufs holds writers' batch buffers (*[]byte) while their sessions are
+// idle. A busy writer keeps one buffer of capacity HeaderRoom+MaxBatch from
+// batch to batch (a pool that calibrates on typical sizes, such as
+// bytebufferpool, would drop the large buffers after runs of small control
+// batches and regrow them by doubling, about 512 KiB of garbage per bulk
+// batch), and puts it back only before it sleeps.
+var batchBufs sync.Pool
+
+// getBatchBuf returns a pooled batch buffer of capacity at least need, or a
+// new one.
+func getBatchBuf(need int) *[]byte {
+	if p, _ := batchBufs.Get().(*[]byte); p != nil && cap(*p) >= need {
+		return p
+	}
+	b := make([]byte, 0, need)
+	return &b
 }
 
 // finish sends the WebSocket close, lets the peer answer for a moment and
@@ -397,8 +419,11 @@ func (s *Session) Open(ctx context.Context, h http.Header) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	ack := st.ackChan()
+	s.mu.Unlock()
 	select {
-	case <-st.ackCh:
+	case <-ack:
 	case <-ctx.Done():
 		_ = st.Reset(frame.Cancel)
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {

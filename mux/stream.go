@@ -24,7 +24,6 @@ type Stream struct {
 
 	// Guarded by sess.mu.
 	hdrs        http.Header
-	synBlock    []byte // our SYN's header block until it is written
 	interactive bool
 	bytes       int64 // payload exchanged both ways (rapid-reset accounting)
 
@@ -40,14 +39,12 @@ type Stream struct {
 	finSent     bool
 	writeErr    *StreamError // STOP_SENDING from the peer
 
-	resetErr  *StreamError // reset either way: both directions ended
-	flushing  bool         // reset locally; RST_STREAM follows the queued bytes
-	rstCode   frame.ErrorCode
-	rstReason string
+	resetErr *StreamError // reset either way: both directions ended
+	flushing bool         // reset locally; RST_STREAM (resetErr's code and reason) follows the queued bytes
 
 	acked      bool          // local: the peer's ACK arrived (or DATA did)
 	ackImplied bool          // acked by DATA; the ACK itself may follow
-	ackCh      chan struct{} // local: answer or death; peer: ACK written
+	ackCh      chan struct{} // local: answer or death; peer: ACK written (made on demand: ackChan)
 	ackClosed  bool
 	handled    bool // peer stream: accepted or its handler returned
 	removed    bool // out of the session table
@@ -57,11 +54,16 @@ type Stream struct {
 	wuPending uint32
 	wuQueued  bool
 
-	rdCh, wrCh chan struct{}
+	rdCh, wrCh chan struct{} // made by the first Read / Write that waits
 	rdDL, wrDL deadline
 	wmu        sync.Mutex // one Write at a time: writes never interleave
 }
 
+// The wake-up channels rdCh, wrCh and ackCh are made only when a goroutine
+// is about to wait on them (sess.mu held), so an idle stream holds none:
+// signalling a channel nobody made yet is a no-op (notify on nil), and the
+// waiter re-checks the state under sess.mu before it waits. These are all
+// called with sess.mu held.
 func (st *Stream) signalRead()  { notify(st.rdCh) }
 func (st *Stream) signalWrite() { notify(st.wrCh) }
 func (st *Stream) wakeAll() {
@@ -72,9 +74,29 @@ func (st *Stream) wakeAll() {
 func (st *Stream) closeAck() {
 	if !st.ackClosed {
 		st.ackClosed = true
-		close(st.ackCh)
+		if st.ackCh != nil {
+			close(st.ackCh)
+		}
 	}
 }
+
+// ackChan returns the channel closeAck closes (sess.mu held).
+func (st *Stream) ackChan() chan struct{} {
+	if st.ackCh == nil {
+		if st.ackClosed {
+			return closedChan
+		}
+		st.ackCh = make(chan struct{})
+	}
+	return st.ackCh
+}
+
+// closedChan is a closed channel, for waits that are already over.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
 
 // ID returns the stream id: odd for streams the client opened, even for the
 // server's.
@@ -99,7 +121,11 @@ func (st *Stream) Headers() http.Header {
 // HEADERS ACK) was written to the connection, for streams the peer opened;
 // for streams we opened it is closed when the peer answered. It is also
 // closed when the session ends.
-func (st *Stream) Accepted() <-chan struct{} { return st.ackCh }
+func (st *Stream) Accepted() <-chan struct{} {
+	st.sess.mu.Lock()
+	defer st.sess.mu.Unlock()
+	return st.ackChan()
+}
 
 // SetInteractive marks the stream as interactive (exec stdin, terminal
 // resize, error streams): its data is sent before bulk streams' data, with
@@ -150,9 +176,13 @@ func (st *Stream) Read(p []byte) (int, error) {
 			s.mu.Unlock()
 			return 0, nil
 		}
+		if st.rdCh == nil {
+			st.rdCh = make(chan struct{}, 1)
+		}
+		rd := st.rdCh
 		s.mu.Unlock()
 		select {
-		case <-st.rdCh:
+		case <-rd:
 		case <-st.rdDL.wait():
 		case <-s.c.deadCh:
 		}
@@ -237,9 +267,13 @@ func (st *Stream) Write(p []byte) (int, error) {
 			st.sessWaiting = true
 			c.sessWait.push(st)
 		}
+		if st.wrCh == nil {
+			st.wrCh = make(chan struct{}, 1)
+		}
+		wr := st.wrCh
 		s.mu.Unlock()
 		select {
-		case <-st.wrCh:
+		case <-wr:
 		case <-st.wrDL.wait():
 		case <-c.deadCh:
 		}
@@ -311,7 +345,9 @@ func (st *Stream) Reset(code frame.ErrorCode) error {
 func (st *Stream) SetDeadline(t time.Time) error {
 	st.rdDL.set(t)
 	st.wrDL.set(t)
+	st.sess.mu.Lock()
 	st.wakeAll() // waiters re-read the deadline channel
+	st.sess.mu.Unlock()
 	return nil
 }
 
@@ -319,7 +355,9 @@ func (st *Stream) SetDeadline(t time.Time) error {
 // clears it. Expired Reads return ErrTimeout.
 func (st *Stream) SetReadDeadline(t time.Time) error {
 	st.rdDL.set(t)
+	st.sess.mu.Lock()
 	st.signalRead()
+	st.sess.mu.Unlock()
 	return nil
 }
 
@@ -328,7 +366,9 @@ func (st *Stream) SetReadDeadline(t time.Time) error {
 // ErrTimeout.
 func (st *Stream) SetWriteDeadline(t time.Time) error {
 	st.wrDL.set(t)
+	st.sess.mu.Lock()
 	st.signalWrite()
+	st.sess.mu.Unlock()
 	return nil
 }
 
