@@ -228,13 +228,7 @@ func (c *core) onHeaders(f *frame.Frame, now time.Duration) {
 		st.acked = true
 		st.closeAck()
 	default:
-		_, state := c.lookup(f.StreamID)
-		switch state {
-		case stateIdle:
-			c.fail(frame.ProtocolError, errors.New("HEADERS on an idle stream"))
-			return
-		case stateClosed:
-			c.countUseless(now)
+		if c.liveStream(f, now) == nil {
 			return
 		}
 		if !f.Flags.Has(frame.FlagFIN) {
@@ -311,13 +305,8 @@ func (c *core) onWindowUpdate(f *frame.Frame, now time.Duration) {
 		}
 		return
 	}
-	st, state := c.lookup(f.StreamID)
-	switch state {
-	case stateIdle:
-		c.fail(frame.ProtocolError, errors.New("WINDOW_UPDATE on an idle stream"))
-		return
-	case stateClosed:
-		c.countUseless(now)
+	st := c.liveStream(f, now)
+	if st == nil {
 		return
 	}
 	if err := st.tx.grant(f.Arg); err != nil {
@@ -331,14 +320,25 @@ func (c *core) onWindowUpdate(f *frame.Frame, now time.Duration) {
 	st.signalWrite()
 }
 
-func (c *core) onRST(f *frame.Frame, now time.Duration) {
+// liveStream returns the live stream a frame names, or nil when the frame
+// is done with: one naming a stream never opened fails the session, one
+// naming a closed stream counts against the useless-frame budget.
+func (c *core) liveStream(f *frame.Frame, now time.Duration) *Stream {
 	st, state := c.lookup(f.StreamID)
 	switch state {
 	case stateIdle:
-		c.fail(frame.ProtocolError, errors.New("RST_STREAM on an idle stream"))
-		return
+		c.fail(frame.ProtocolError, errors.New(f.Type.String()+" on an idle stream"))
+		return nil
 	case stateClosed:
 		c.countUseless(now)
+		return nil
+	}
+	return st
+}
+
+func (c *core) onRST(f *frame.Frame, now time.Duration) {
+	st := c.liveStream(f, now)
+	if st == nil {
 		return
 	}
 	if !st.local && now-st.created < youngStreamAge && st.bytes < youngStreamBytes {
@@ -356,13 +356,8 @@ func (c *core) onRST(f *frame.Frame, now time.Duration) {
 }
 
 func (c *core) onStopSending(f *frame.Frame, now time.Duration) {
-	st, state := c.lookup(f.StreamID)
-	switch state {
-	case stateIdle:
-		c.fail(frame.ProtocolError, errors.New("STOP_SENDING on an idle stream"))
-		return
-	case stateClosed:
-		c.countUseless(now)
+	st := c.liveStream(f, now)
+	if st == nil {
 		return
 	}
 	if st.finSent || st.writeErr != nil || st.resetErr != nil {
