@@ -14,6 +14,7 @@ import (
 	"github.com/gobwas/ws"
 
 	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/mux/internal/pool"
 	"github.com/wsmux/wsmux/mux/internal/wsio"
 )
 
@@ -180,7 +181,7 @@ func (s *Session) writeLoop() {
 			break
 		}
 		if bp == nil {
-			bp = getBatchBuf(wsio.HeaderRoom + s.cfg.MaxBatch)
+			bp = pool.GetBatch(wsio.HeaderRoom + s.cfg.MaxBatch)
 		}
 		b := append((*bp)[:0], zero[:]...)
 		s.mu.Lock()
@@ -257,7 +258,7 @@ func (s *Session) writeLoop() {
 		// Going idle: the buffer goes back to the pool, so an idle session
 		// holds none.
 		*bp = b[:0]
-		batchBufs.Put(bp)
+		pool.PutBatch(bp)
 		bp = nil
 		if finished {
 			break
@@ -272,24 +273,6 @@ func (s *Session) writeLoop() {
 		}
 	}
 	s.finish(writeFailed)
-}
-
-// batchBufs holds writers' batch buffers (*[]byte) while their sessions are
-// idle. A busy writer keeps one buffer of capacity HeaderRoom+MaxBatch from
-// batch to batch (a pool that calibrates on typical sizes, such as
-// bytebufferpool, would drop the large buffers after runs of small control
-// batches and regrow them by doubling, about 512 KiB of garbage per bulk
-// batch), and puts it back only before it sleeps.
-var batchBufs sync.Pool
-
-// getBatchBuf returns a pooled batch buffer of capacity at least need, or a
-// new one.
-func getBatchBuf(need int) *[]byte {
-	if p, _ := batchBufs.Get().(*[]byte); p != nil && cap(*p) >= need {
-		return p
-	}
-	b := make([]byte, 0, need)
-	return &b
 }
 
 // finish sends the WebSocket close, lets the peer answer for a moment and

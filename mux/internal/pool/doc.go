@@ -3,9 +3,9 @@
 // session writer.
 //
 // Both pools keep pointers (never bare slices) in their sync.Pool, so Get and
-// Put do not allocate in steady state. Each purpose has a pool of its own: a
-// pool shared between 12-byte control buffers and 64 KiB data buffers would
-// defeat bytebufferpool's size calibration (see research 5.2).
+// Put do not allocate in steady state, and each purpose has a pool of its
+// own. The batch pool is a plain sync.Pool rather than bytebufferpool: see
+// GetBatch.
 //
 // The package imports no Kubernetes code; it is internal to mux.
 package pool

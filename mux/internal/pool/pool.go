@@ -1,10 +1,6 @@
 package pool
 
-import (
-	"sync"
-
-	"github.com/valyala/bytebufferpool"
-)
+import "sync"
 
 // ChunkSize is the capacity of every receive chunk: the default maximum DATA
 // frame payload of WSMUX/1 (16 KiB), so one frame's payload fits one chunk.
@@ -37,25 +33,31 @@ func PutChunk(b *[]byte) {
 	chunks.Put(b)
 }
 
-// batches is the writer's own bytebufferpool.Pool, separate from the global
-// one so that its calibration sees only write batches.
-var batches bytebufferpool.Pool
+// batches holds writers' batch buffers while their sessions are idle.
+var batches sync.Pool
 
-// GetBatch returns an empty buffer for assembling one write batch
-// ([ws header room][frame][frame]...). Its capacity is whatever the pool
-// calibrated to; appending grows it.
-func GetBatch() *bytebufferpool.ByteBuffer {
-	return batches.Get()
+// GetBatch returns an empty batch buffer ([ws header room][frame][frame]...)
+// of capacity at least need, from the pool or new. A busy writer keeps it
+// from batch to batch and hands it back with PutBatch only before it sleeps,
+// so an idle session holds none. (A pool that calibrates on typical sizes,
+// as bytebufferpool does, drops the large buffers after runs of small
+// control batches and regrows them by doubling: about 512 KiB of garbage per
+// bulk batch, measured.)
+func GetBatch(need int) *[]byte {
+	if p, _ := batches.Get().(*[]byte); p != nil && cap(*p) >= need {
+		*p = (*p)[:0]
+		return p
+	}
+	b := make([]byte, 0, need)
+	return &b
 }
 
 // PutBatch returns a batch buffer to the pool; it must not be used
-// afterwards. Do not Reset it first: the pool records its length to calibrate
-// the size of new buffers and resets it itself. Buffers far larger than the
-// usual batch are dropped by the pool rather than kept. A nil buffer is
-// ignored.
-func PutBatch(b *bytebufferpool.ByteBuffer) {
+// afterwards. A nil pointer is ignored.
+func PutBatch(b *[]byte) {
 	if b == nil {
 		return
 	}
+	*b = (*b)[:0]
 	batches.Put(b)
 }

@@ -49,14 +49,14 @@ func TestPutChunkNil(t *testing.T) {
 
 func TestBatch(t *testing.T) {
 	for _, n := range []int{0, 1, 1 << 10, 64 << 10} {
-		b := GetBatch()
-		require.Equal(t, 0, b.Len())
-		_, err := b.Write(make([]byte, n))
-		require.NoError(t, err)
-		require.Equal(t, n, b.Len())
+		b := GetBatch(n)
+		require.Zero(t, len(*b))
+		require.GreaterOrEqual(t, cap(*b), n)
+		*b = append(*b, make([]byte, n)...)
 		PutBatch(b)
-		c := GetBatch()
-		require.Equal(t, 0, c.Len(), "a pooled batch comes back empty")
+		c := GetBatch(n)
+		require.Zero(t, len(*c), "a pooled batch comes back empty")
+		require.GreaterOrEqual(t, cap(*c), n)
 		PutBatch(c)
 	}
 }
@@ -64,9 +64,7 @@ func TestBatch(t *testing.T) {
 func TestZeroAllocs(t *testing.T) {
 	// Warm up both pools.
 	PutChunk(GetChunk())
-	b := GetBatch()
-	b.B = append(b.B, make([]byte, 4096)...)
-	PutBatch(b)
+	PutBatch(GetBatch(4096))
 
 	allocs := testing.AllocsPerRun(1000, func() {
 		c := GetChunk()
@@ -76,8 +74,8 @@ func TestZeroAllocs(t *testing.T) {
 	require.Zero(t, allocs, "GetChunk/PutChunk")
 
 	allocs = testing.AllocsPerRun(1000, func() {
-		b := GetBatch()
-		b.B = append(b.B, "batch"...)
+		b := GetBatch(4096)
+		*b = append(*b, "batch"...)
 		PutBatch(b)
 	})
 	require.Zero(t, allocs, "GetBatch/PutBatch")
@@ -97,8 +95,8 @@ func BenchmarkBatch(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(payload)))
 	for b.Loop() {
-		bb := GetBatch()
-		bb.B = append(bb.B, payload...)
+		bb := GetBatch(len(payload))
+		*bb = append(*bb, payload...)
 		PutBatch(bb)
 	}
 }
