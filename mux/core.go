@@ -508,7 +508,7 @@ func (c *core) resetStream(st *Stream, code frame.ErrorCode, reason string, now 
 		return
 	}
 	c.stats.resetsLocal.Add(1)
-	if n := st.rxq.Len(); n > 0 {
+	if n := st.rxq.Len() + st.dropDirect(); n > 0 {
 		st.rxq.reset()
 		c.queueSessionWU(c.sessRecv.Consume(n, now, 0))
 	}

@@ -172,7 +172,15 @@ func (c *core) onData(f *frame.Frame, now time.Duration) {
 			c.fail(frame.FlowControlError, err)
 			return
 		}
-		st.rxq.write(f.Payload)
+		data := f.Payload
+		if len(st.rdBuf) > 0 && st.rxq.Len() == 0 {
+			// A Read waits with its buffer: copy straight into it.
+			k := copy(st.rdBuf, data)
+			st.rdBuf = st.rdBuf[k:]
+			st.rdGot += k
+			data = data[k:]
+		}
+		st.rxq.write(data)
 		st.bytes += int64(n)
 		st.signalRead()
 	}

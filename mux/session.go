@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,15 @@ type Session struct {
 	c        *core
 	workers  int // handler goroutines running
 	closeReq bool
+
+	// sendMu is held by whoever builds and writes a batch: the writer
+	// goroutine, or a Write that sends its own small batch while the
+	// writer is parked (directWrite). Lock order: sendMu before mu.
+	sendMu       sync.Mutex
+	writerParked atomic.Bool // the writer waits for work (set before it releases sendMu)
+	wdl          time.Time   // write deadline in force (sendMu)
+	directErr    error       // a direct write failed; the writer handles it (sendMu)
+	acks         []*Stream   // HEADERS ACKs in the batch being written (sendMu)
 
 	wakeCh     chan struct{}
 	readerDone chan struct{}
@@ -101,6 +111,9 @@ func (s *Session) messageHook(started bool) {
 	}
 }
 
+// yieldMessage is the largest message after which the reader yields.
+const yieldMessage = 4 << 10
+
 // readLoop feeds every message to the core until the connection fails.
 func (s *Session) readLoop() {
 	defer close(s.readerDone)
@@ -114,6 +127,14 @@ func (s *Session) readLoop() {
 		}
 		s.c.feed(msg, s.now())
 		s.mu.Unlock()
+		if len(msg) <= yieldMessage {
+			// A small message most likely woke a Read waiting for it:
+			// let that goroutine run here now (it is next on this P),
+			// before this one's next read, which usually finds the
+			// socket empty and parks. That takes a system call off
+			// the request/response path.
+			runtime.Gosched()
+		}
 	}
 }
 
@@ -157,19 +178,23 @@ func (s *Session) writeLoop() {
 	c := s.c
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	var acks []*Stream
 	var zero [wsio.HeaderRoom]byte
 	first := true
 	writeFailed := false
-	var wdl time.Time // write deadline in force
-	var bp *[]byte    // batch buffer, held from batch to batch while busy
+	var bp *[]byte // batch buffer, held from batch to batch while busy
+	s.sendMu.Lock()
 	for {
+		if err := s.directErr; err != nil {
+			s.writeError(err)
+			writeFailed = true
+			break
+		}
 		if s.wsc.ControlPending() {
 			// A pong or close reply goes out even when no batch was
 			// written for long: the deadline of the last one has passed.
-			if t := time.Now(); wdl.Sub(t) < s.cfg.WriteTimeout*3/4 {
-				wdl = t.Add(s.cfg.WriteTimeout)
-				_ = s.conn.SetWriteDeadline(wdl)
+			if t := time.Now(); s.wdl.Sub(t) < s.cfg.WriteTimeout*3/4 {
+				s.wdl = t.Add(s.cfg.WriteTimeout)
+				_ = s.conn.SetWriteDeadline(s.wdl)
 			}
 		}
 		if err := s.wsc.FlushControl(); err != nil {
@@ -199,57 +224,20 @@ func (s *Session) writeLoop() {
 		}
 		c.tick(now)
 		b = c.appendBatch(b, now)
-		acks = append(acks[:0], c.ackedList...)
-		clear(c.ackedList)
-		c.ackedList = c.ackedList[:0]
+		s.takeAcks()
 		dead := c.err != nil
 		finished := dead && c.flushDone()
 		wait := c.nextTimer(now)
 		closeBy := c.closeBy
 		s.mu.Unlock()
 		if len(b) > wsio.HeaderRoom {
-			// The deadline is refreshed only when less than 3/4 of
-			// WriteTimeout is left: a write always gets at least that
-			// long, and steady state makes no deadline call per write.
-			t := time.Now()
-			switch {
-			case dead && closeBy > 0:
-				wdl = s.epoch.Add(closeBy)
-				_ = s.conn.SetWriteDeadline(wdl)
-			case wdl.Sub(t) < s.cfg.WriteTimeout*3/4:
-				wdl = t.Add(s.cfg.WriteTimeout)
-				_ = s.conn.SetWriteDeadline(wdl)
-			}
-			err := s.wsc.WriteMessage(b)
+			err := s.writeBatch(b, dead, closeBy)
 			*bp = b[:0] // kept for the next batch while busy
 			if err != nil {
-				if errors.Is(err, wsio.ErrCloseSent) {
-					// The reader got the peer's close and FlushControl
-					// answered it: the reader's account of the end wins.
-					<-s.readerDone
-				}
-				code := frame.InternalError
-				if errors.Is(err, os.ErrDeadlineExceeded) {
-					code = frame.StallTimeout // no write progress for WriteTimeout
-				}
-				s.mu.Lock()
-				c.noGoAway = true
-				if c.err == nil {
-					c.stats.countError(code)
-				}
-				c.die(&SessionError{Code: code, Err: err}, false, false)
-				s.mu.Unlock()
+				s.writeError(err)
 				writeFailed = true
 				break
 			}
-			s.stats.messagesOut.Add(1)
-			s.stats.bytesOut.Add(uint64(len(b) - wsio.HeaderRoom))
-			for _, st := range acks {
-				s.mu.Lock()
-				st.closeAck()
-				s.mu.Unlock()
-			}
-			clear(acks)
 			if finished {
 				break
 			}
@@ -267,12 +255,128 @@ func (s *Session) writeLoop() {
 			wait = time.Hour
 		}
 		timer.Reset(wait)
+		s.writerParked.Store(true)
+		s.sendMu.Unlock()
 		select {
 		case <-s.wakeCh:
 		case <-timer.C:
 		}
+		s.writerParked.Store(false)
+		s.sendMu.Lock()
 	}
+	// sendMu stays held: no direct write may follow the close.
 	s.finish(writeFailed)
+}
+
+// takeAcks moves the HEADERS ACKs the batch just laid out to s.acks, to be
+// signalled once the batch is written (s.mu and sendMu held).
+func (s *Session) takeAcks() {
+	c := s.c
+	s.acks = append(s.acks[:0], c.ackedList...)
+	clear(c.ackedList)
+	c.ackedList = c.ackedList[:0]
+}
+
+// writeBatch writes the batch b (sendMu held, s.mu not held), then counts
+// it and signals the ACKs it carried. dead and closeBy are the session's
+// state when b was laid out.
+func (s *Session) writeBatch(b []byte, dead bool, closeBy time.Duration) error {
+	// The deadline is refreshed only when less than 3/4 of WriteTimeout
+	// is left: a write always gets at least that long, and steady state
+	// makes no deadline call per write.
+	t := time.Now()
+	switch {
+	case dead && closeBy > 0:
+		s.wdl = s.epoch.Add(closeBy)
+		_ = s.conn.SetWriteDeadline(s.wdl)
+	case s.wdl.Sub(t) < s.cfg.WriteTimeout*3/4:
+		s.wdl = t.Add(s.cfg.WriteTimeout)
+		_ = s.conn.SetWriteDeadline(s.wdl)
+	}
+	if err := s.wsc.WriteMessage(b); err != nil {
+		return err
+	}
+	s.stats.messagesOut.Add(1)
+	s.stats.bytesOut.Add(uint64(len(b) - wsio.HeaderRoom))
+	if len(s.acks) > 0 {
+		s.mu.Lock()
+		for _, st := range s.acks {
+			st.closeAck()
+		}
+		s.mu.Unlock()
+		clear(s.acks)
+		s.acks = s.acks[:0]
+	}
+	return nil
+}
+
+// writeError ends the session after a failed write (writer goroutine,
+// sendMu held).
+func (s *Session) writeError(err error) {
+	c := s.c
+	if errors.Is(err, wsio.ErrCloseSent) {
+		// The reader got the peer's close and FlushControl answered it:
+		// the reader's account of the end wins.
+		<-s.readerDone
+	}
+	code := frame.InternalError
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		code = frame.StallTimeout // no write progress for WriteTimeout
+	}
+	s.mu.Lock()
+	c.noGoAway = true
+	if c.err == nil {
+		c.stats.countError(code)
+	}
+	c.die(&SessionError{Code: code, Err: err}, false, false)
+	s.mu.Unlock()
+}
+
+// directWriteMax is the largest Write that may send its own batch instead
+// of waking the writer goroutine: interactive writes (keystrokes, small
+// requests, echoes) save two goroutine handoffs per round trip, while bulk
+// writes keep the writer's batching and its overlap with the application.
+const directWriteMax = 4 << 10
+
+// kick gets queued bytes moving after a Write of n bytes (s.mu held; it
+// releases it). When the writer goroutine is parked, nothing else is being
+// written, and the write is small, the calling goroutine lays out and
+// writes the batch itself; otherwise it wakes the writer.
+func (s *Session) kick(n int) {
+	c := s.c
+	if n > directWriteMax || !s.writerParked.Load() || c.err != nil || !c.gotSettings ||
+		s.wsc.ControlPending() || !s.sendMu.TryLock() {
+		c.wake()
+		s.mu.Unlock()
+		return
+	}
+	if s.directErr != nil || !s.writerParked.Load() {
+		s.sendMu.Unlock()
+		c.wake()
+		s.mu.Unlock()
+		return
+	}
+	bp := pool.GetBatch(wsio.HeaderRoom + s.cfg.MaxBatch)
+	b := (*bp)[:wsio.HeaderRoom]
+	now := s.now()
+	b = c.appendBatch(b, now)
+	s.takeAcks()
+	// The writer runs again for what did not fit and for a stall that
+	// began (its timer); other timers only move later.
+	more := c.lists[0].head != nil || c.lists[1].head != nil || !c.urgent.empty() || !c.credit.empty() || c.stalled
+	s.mu.Unlock()
+	if len(b) > wsio.HeaderRoom {
+		if err := s.writeBatch(b, false, 0); err != nil {
+			s.directErr = err
+			more = true
+		}
+	}
+	*bp = b[:0]
+	pool.PutBatch(bp)
+	s.sendMu.Unlock()
+	if more {
+		s.wake() // what did not fit, or the error, is the writer's
+	}
 }
 
 // finish sends the WebSocket close, lets the peer answer for a moment and

@@ -29,6 +29,8 @@ type Stream struct {
 
 	rx         flow.Receiver
 	rxq        chunkQueue
+	rdBuf      []byte // the rest of a waiting Read's buffer: DATA is copied straight in
+	rdGot      int    // bytes copied into the waiting Read's buffer (received, not yet consumed)
 	finRecv    bool
 	readClosed bool
 
@@ -150,7 +152,20 @@ func (st *Stream) RemoteAddr() net.Addr { return st.sess.RemoteAddr() }
 func (st *Stream) Read(p []byte) (int, error) {
 	s := st.sess
 	s.mu.Lock()
+	direct := false // this Read registered p for direct delivery (rdBuf)
 	for {
+		if direct {
+			// Whatever arrived went straight into p (one copy fewer);
+			// it is returned even when the wait ended for another reason.
+			direct = false
+			n := st.rdGot
+			st.rdBuf, st.rdGot = nil, 0
+			if n > 0 {
+				s.c.consumed(st, n, s.now())
+				s.mu.Unlock()
+				return n, nil
+			}
+		}
 		if isClosed(st.rdDL.wait()) {
 			s.mu.Unlock()
 			return 0, ErrTimeout
@@ -179,6 +194,11 @@ func (st *Stream) Read(p []byte) (int, error) {
 		if st.rdCh == nil {
 			st.rdCh = make(chan struct{}, 1)
 		}
+		if st.rdBuf == nil && st.rdGot == 0 {
+			// No other Read waits with its buffer: DATA arriving now
+			// is copied into p rather than into the receive buffer.
+			st.rdBuf, direct = p, true
+		}
 		rd := st.rdCh
 		s.mu.Unlock()
 		select {
@@ -188,6 +208,18 @@ func (st *Stream) Read(p []byte) (int, error) {
 		}
 		s.mu.Lock()
 	}
+}
+
+// dropDirect discards the bytes already copied into a waiting Read's
+// buffer (the Read then returns none of them) and returns their count, for
+// the caller to credit back with the receive buffer's (sess.mu held).
+func (st *Stream) dropDirect() int {
+	n := st.rdGot
+	st.rdGot = 0
+	if st.rdBuf != nil {
+		st.rdBuf = st.rdBuf[:0]
+	}
+	return n
 }
 
 // readErr is the error Read returns once the buffer is empty.
@@ -236,17 +268,28 @@ func (st *Stream) Write(p []byte) (int, error) {
 	s := st.sess
 	c := s.c
 	n := 0
+	kick := false // bytes were queued and the writer must learn of them
 	s.mu.Lock()
 	for {
 		if err := st.writeErrLocked(); err != nil {
+			if kick {
+				c.wake()
+			}
 			s.mu.Unlock()
 			return n, err
 		}
 		if n == len(p) {
-			s.mu.Unlock()
+			if kick {
+				s.kick(n) // releases s.mu
+			} else {
+				s.mu.Unlock()
+			}
 			return n, nil
 		}
 		if isClosed(st.wrDL.wait()) {
+			if kick {
+				c.wake()
+			}
 			s.mu.Unlock()
 			return n, ErrTimeout
 		}
@@ -259,9 +302,13 @@ func (st *Stream) Write(p []byte) (int, error) {
 			n += k
 			if st.inList == 0 {
 				c.link(st)
-				c.wake()
+				kick = true
 			}
 			continue
+		}
+		if kick {
+			c.wake()
+			kick = false
 		}
 		if s.cfg.SessionSendBuffer-c.txQueued <= 0 && !st.sessWaiting {
 			st.sessWaiting = true
@@ -314,7 +361,7 @@ func (st *Stream) CloseRead() error {
 		return nil
 	}
 	st.readClosed = true
-	if n := st.rxq.Len(); n > 0 {
+	if n := st.rxq.Len() + st.dropDirect(); n > 0 {
 		st.rxq.reset()
 		c.consumed(st, n, s.now())
 	}

@@ -1,0 +1,255 @@
+package mux
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The fast paths: DATA copied straight into a waiting Read's buffer
+// (Stream.rdBuf), and small Writes that send their own batch while the
+// writer goroutine is parked (Session.kick).
+
+// TestDirectReadOrder sends bytes in odd-sized writes, small and large,
+// while the reader waits with buffers of varying sizes: every byte arrives,
+// in order, whether it went into the waiting buffer or the receive buffer.
+func TestDirectReadOrder(t *testing.T) {
+	for _, rbuf := range []int{1, 7, 4 << 10, 64 << 10} {
+		t.Run("", func(t *testing.T) {
+			cs, ss := tcpPair(t, nil, nil)
+			a, b := openPair(t, cs, ss)
+			data := make([]byte, 3<<20)
+			if rbuf == 1 {
+				data = data[:64<<10]
+			}
+			_, _ = rand.Read(data)
+			go func() {
+				for off, i := 0, 0; off < len(data); i++ {
+					k := min([]int{1, 100, 3000, 5000, 40000}[i%5], len(data)-off)
+					if _, err := a.Write(data[off : off+k]); err != nil {
+						return
+					}
+					off += k
+				}
+				_ = a.CloseWrite()
+			}()
+			got := make([]byte, 0, len(data))
+			buf := make([]byte, rbuf)
+			for {
+				n, err := b.Read(buf)
+				got = append(got, buf[:n]...)
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				require.NoError(t, err)
+			}
+			require.Equal(t, sha256.Sum256(data), sha256.Sum256(got))
+		})
+	}
+}
+
+// TestDirectReadConcurrentReaders has two goroutines read one stream at
+// once: only one of them lends its buffer, and no byte is lost or doubled.
+func TestDirectReadConcurrentReaders(t *testing.T) {
+	cs, ss := tcpPair(t, nil, nil)
+	a, b := openPair(t, cs, ss)
+	const size = 2 << 20
+	data := bytes.Repeat([]byte{1}, size)
+	go func() {
+		_, _ = a.Write(data)
+		_ = a.CloseWrite()
+	}()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	total, sum := 0, 0
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 1500)
+			for {
+				n, err := b.Read(buf)
+				mu.Lock()
+				total += n
+				for _, c := range buf[:n] {
+					sum += int(c)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, size, total)
+	require.Equal(t, size, sum)
+}
+
+// lendBuffer registers buf as a waiting Read's buffer, as Read does before
+// it waits, and returns a function reporting how much was copied into it.
+func lendBuffer(st *Stream, buf []byte) func() int {
+	s := st.sess
+	s.mu.Lock()
+	st.rdBuf = buf
+	s.mu.Unlock()
+	return func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return st.rdGot
+	}
+}
+
+// waitFor polls cond until it holds or 10 s pass.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestDirectReadDroppedIsCredited: bytes copied into a waiting Read's
+// buffer and then dropped (CloseRead, Reset) are credited back like
+// buffered bytes: the session receive window is whole again, so the peer
+// can keep sending on other streams.
+func TestDirectReadDroppedIsCredited(t *testing.T) {
+	for _, drop := range []string{"CloseRead", "Reset"} {
+		t.Run(drop, func(t *testing.T) {
+			cs, ss := tcpPair(t, nil, nil)
+			a, b := openPair(t, cs, ss)
+			got := lendBuffer(b, make([]byte, 100))
+			_, err := a.Write(make([]byte, 1000))
+			require.NoError(t, err)
+			waitFor(t, func() bool { return got() == 100 })
+			require.Equal(t, 900, func() int { ss.mu.Lock(); defer ss.mu.Unlock(); return b.rxq.Len() }())
+			if drop == "CloseRead" {
+				require.NoError(t, b.CloseRead())
+			} else {
+				require.NoError(t, b.Reset(0x8))
+			}
+			ss.mu.Lock()
+			require.Zero(t, b.rdGot)
+			require.Zero(t, ss.c.sessRecv.Buffered(), "dropped bytes still count as buffered")
+			ss.mu.Unlock()
+			// The session window came back: another stream moves more
+			// than a whole initial session window.
+			a2, b2 := openPair(t, cs, ss)
+			go func() {
+				_, _ = a2.Write(make([]byte, 2*DefaultInitialSessionWindow))
+				_ = a2.CloseWrite()
+			}()
+			n, err := io.Copy(io.Discard, b2)
+			require.NoError(t, err)
+			require.Equal(t, int64(2*DefaultInitialSessionWindow), n)
+		})
+	}
+}
+
+// TestDirectReadReturnedAfterDeadline: a Read whose deadline passes after
+// bytes were copied into its buffer returns those bytes, not a timeout.
+// Whether the Read takes them before the deadline is set is a race, so the
+// case runs several times.
+func TestDirectReadReturnedAfterDeadline(t *testing.T) {
+	cs, ss := tcpPair(t, nil, nil)
+	for i := range 20 {
+		a, b := openPair(t, cs, ss)
+		res := make(chan int, 1)
+		buf := make([]byte, 64)
+		require.NoError(t, b.SetReadDeadline(time.Now().Add(time.Hour)))
+		go func() {
+			n, _ := b.Read(buf)
+			res <- n
+		}()
+		waitFor(t, func() bool { ss.mu.Lock(); defer ss.mu.Unlock(); return b.rdBuf != nil })
+		_, err := a.Write([]byte("hello"))
+		require.NoError(t, err)
+		// Once the bytes are in buf, the deadline passes; if the Read can
+		// still take them (it needs ss.mu), it must return them.
+		waitFor(t, func() bool {
+			if len(res) > 0 {
+				return true
+			}
+			ss.mu.Lock()
+			defer ss.mu.Unlock()
+			if b.rdGot < 5 {
+				return false
+			}
+			b.rdDL.set(time.Now().Add(-time.Second))
+			return true
+		})
+		require.Equal(t, 5, <-res, "round %d", i)
+		require.Equal(t, "hello", string(buf[:5]))
+		require.NoError(t, b.SetReadDeadline(time.Now().Add(-time.Second)))
+		_, err = b.Read(buf)
+		require.ErrorIs(t, err, ErrTimeout)
+		require.NoError(t, b.Reset(0x8))
+		require.NoError(t, a.Reset(0x8))
+	}
+}
+
+// TestSmallWritesManyStreams runs small writes (the direct-write path) on
+// many streams at once beside a bulk stream and checks every byte.
+func TestSmallWritesManyStreams(t *testing.T) {
+	cs, ss := tcpPair(t, nil, nil)
+	go echoServer(ss)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		exchange(t, cs, 1, 8<<20) // bulk beside
+	}()
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			exchange(t, cs, 15, 300) // one small write each way per stream
+		}()
+	}
+	wg.Wait()
+}
+
+// TestDirectWriteFailureEndsSession: when the connection fails under a
+// small Write, the session ends with an error, the Write's caller learns
+// of it, and no goroutine is left (TestMain checks).
+func TestDirectWriteFailureEndsSession(t *testing.T) {
+	a, b := net.Pipe()
+	cs, err := Client(a, nil)
+	require.NoError(t, err)
+	ss, err := Server(b, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+	defer cs.Close()
+	st, peer := openPair(t, cs, ss)
+	_, err = st.Write([]byte("x"))
+	require.NoError(t, err)
+	one := make([]byte, 1)
+	_, err = io.ReadFull(peer, one)
+	require.NoError(t, err)
+	waitFor(t, func() bool { return cs.writerParked.Load() })
+	require.NoError(t, b.Close()) // the peer's end goes away
+	for i := 0; i < 100; i++ {
+		if _, err = st.Write([]byte("y")); err != nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	require.Error(t, err)
+	select {
+	case <-cs.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("session did not end after the connection failed")
+	}
+	require.Error(t, cs.Err())
+}
