@@ -60,6 +60,8 @@ var metrics = map[string]metricInfo{
 	"p50-ns":            {"ns", false},
 	"p99-ns":            {"ns", false},
 	"bulk-MB/s":         {"MB/s", true},
+	"idle-p50-ns":       {"ns", false},
+	"idle-p99-ns":       {"ns", false},
 	"B/stream":          {"B", false},
 	"goroutines/stream": {"goroutines", false},
 	"streams":           {"streams", true},

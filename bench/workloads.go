@@ -43,6 +43,7 @@ const (
 	streamsPayload = 1 << 20  // bytes each stream sends in StreamsN
 	echoSize       = 64       // request and response size in Echo64 and Interactive
 	idleStreams    = 10000    // streams held open in IdleStreams
+	idleEchoes     = 2000     // unloaded echoes Interactive measures first
 	neverReadCap   = 64 << 20 // NeverRead stops a sender that was never blocked here
 	stallAfter     = 500 * time.Millisecond
 )
@@ -62,7 +63,7 @@ func Workloads() []Workload {
 			Fn: func(b *testing.B, tr Transport) { StreamsN(b, tr, 1024) }},
 		{Name: "Echo64", Primary: "ns/op", Metrics: standardMetrics, Fn: Echo64},
 		{Name: "OpenClose", Primary: "ns/op", Metrics: standardMetrics, Fn: OpenClose},
-		{Name: "Interactive", Primary: "p99-ns", Metrics: []string{"p50-ns", "p99-ns", "bulk-MB/s", "B/op", "allocs/op"}, Fn: Interactive},
+		{Name: "Interactive", Primary: "p99-ns", Metrics: []string{"p50-ns", "p99-ns", "bulk-MB/s", "idle-p50-ns", "idle-p99-ns", "B/op", "allocs/op"}, Fn: Interactive},
 		{Name: "IdleStreams", Primary: "B/stream", Metrics: []string{"B/stream", "goroutines/stream", "streams"}, Heavy: true, Fn: IdleStreams},
 		{Name: "NeverRead", Primary: "accepted-B", Metrics: []string{"accepted-B", "heap-B", "other-stream-ok", "close-ok", "unbounded"}, Fn: NeverRead},
 	}
@@ -434,6 +435,18 @@ func Interactive(b *testing.B, tr Transport) {
 		}
 	})
 	e.spawn(func() error { return echo(echoS, echoSize) })
+	// The same echo with the link idle first: the loaded percentiles are
+	// judged against these.
+	req, resp := payload[:echoSize], make([]byte, echoSize)
+	idle := make([]time.Duration, idleEchoes)
+	for i := range idle {
+		t0 := time.Now()
+		if err := roundTrip(echoC, req, resp); err != nil {
+			e.fatalf("echo: %v", err)
+		}
+		idle[i] = time.Since(t0)
+	}
+	slices.Sort(idle)
 	var stop atomic.Bool
 	e.spawn(func() error {
 		for !stop.Load() {
@@ -449,7 +462,6 @@ func Interactive(b *testing.B, tr Transport) {
 		time.Sleep(time.Millisecond)
 	}
 	e.check()
-	req, resp := payload[:echoSize], make([]byte, echoSize)
 	lat := make([]time.Duration, b.N)
 	b.ResetTimer()
 	start, before := time.Now(), drained.Load()
@@ -467,6 +479,8 @@ func Interactive(b *testing.B, tr Transport) {
 	b.ReportMetric(float64(percentile(lat, 50)), "p50-ns")
 	b.ReportMetric(float64(percentile(lat, 99)), "p99-ns")
 	b.ReportMetric(float64(moved)/1e6/elapsed.Seconds(), "bulk-MB/s")
+	b.ReportMetric(float64(percentile(idle, 50)), "idle-p50-ns")
+	b.ReportMetric(float64(percentile(idle, 99)), "idle-p99-ns")
 }
 
 // percentile returns the p-th percentile of sorted (nearest rank).

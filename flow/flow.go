@@ -134,7 +134,8 @@ type Receiver struct {
 	pending     int64 // consumed (or grown) but not yet announced
 	reserved    int64 // growth reserved from budget, not yet released
 	budget      Budget
-	released    bool // Release was called: no more growth
+	released    bool  // Release was called: no more growth
+	limit       int64 // soft cap on the window (SetLimit); 0: max
 
 	epochStarted bool
 	epochStart   time.Duration // caller's clock at the start of the epoch
@@ -224,6 +225,8 @@ func (r *Receiver) Consume(n int, now, rtt time.Duration) (delta uint32) {
 	r.buffered -= c
 	r.pending += c
 	r.epochRead += c
+	r.shrink()
+	r.restore()
 	if !r.updateDue() {
 		return 0
 	}
@@ -245,10 +248,68 @@ func (r *Receiver) Discard(n int) (delta uint32, err error) {
 	}
 	r.buffered -= int64(n)
 	r.pending += int64(n)
+	r.shrink()
+	r.restore()
 	if !r.updateDue() {
 		return 0, nil
 	}
 	return r.flush(), nil
+}
+
+// MinLimitWindow is the smallest window SetLimit can hold a Receiver to
+// (or its Initial window, if that is smaller).
+const MinLimitWindow = 16 << 10
+
+// SetLimit sets a soft cap on the window: it grows no further than
+// min(Max, limit), and a window above that shrinks back as the application
+// reads, by announcing less credit than it consumed (never by taking back
+// credit already announced), releasing the Budget reservation as it goes.
+// The cap may be below Initial, down to MinLimitWindow. A limit of 0
+// removes the cap; a window below Initial then returns to Initial at the
+// next update (Initial is never charged to the Budget). The caller uses it
+// to keep a stream's window near what its path needs while other streams
+// share the connection: credit beyond that only queues bytes in front of
+// theirs.
+func (r *Receiver) SetLimit(limit uint32) {
+	r.limit = int64(limit)
+}
+
+// ceiling is the largest window allowed now.
+func (r *Receiver) ceiling() int64 {
+	if r.limit <= 0 {
+		return r.max
+	}
+	return max(r.floor(), min(r.max, r.limit))
+}
+
+// floor is the smallest window a limit can hold r to.
+func (r *Receiver) floor() int64 { return min(r.initial, MinLimitWindow) }
+
+// restore brings a window that a limit held below Initial back up to
+// Initial (or the current ceiling) once the limit allows it.
+func (r *Receiver) restore() {
+	if t := min(r.initial, r.ceiling()); r.window < t && !r.released {
+		r.pending += t - r.window
+		r.window = t
+	}
+}
+
+// shrink withholds pending credit while the window is above the ceiling.
+func (r *Receiver) shrink() {
+	excess := r.window - r.ceiling()
+	if excess <= 0 || r.pending == 0 {
+		return
+	}
+	s := min(excess, r.pending)
+	r.pending -= s
+	r.window -= s
+	if r.budget != nil && !r.released {
+		rel := min(s, r.reserved)
+		if rel > 0 {
+			r.budget.Release(rel)
+			r.reserved -= rel
+		}
+	}
 }
 
 // EnsureWindow raises the window to at least w, capped at Max, if Budget
@@ -258,7 +319,7 @@ func (r *Receiver) Discard(n int) (delta uint32, err error) {
 // window is already large enough, is at Max, the Budget refused, or Release
 // was called.
 func (r *Receiver) EnsureWindow(w uint32) (delta uint32) {
-	target := min(clampWindow(w), r.max)
+	target := min(clampWindow(w), r.ceiling())
 	g := target - r.window
 	if !r.grow(g) {
 		return 0
@@ -299,7 +360,7 @@ func (r *Receiver) autoTune(now, rtt time.Duration) {
 	}
 	elapsed := max(now-r.epochStart, 0)
 	if fastEpoch(elapsed, r.epochRead, r.window, rtt) {
-		g := min(2*r.window, r.max) - r.window
+		g := min(2*r.window, r.ceiling()) - r.window
 		if r.grow(g) {
 			r.pending += g
 		}
@@ -324,11 +385,13 @@ func (r *Receiver) grow(g int64) bool {
 	if g <= 0 || r.released {
 		return false
 	}
-	if r.budget != nil {
-		if !r.budget.Reserve(g) {
+	// Only growth above Initial is charged: a window that a limit held
+	// below Initial regrows up to it for free.
+	if need := max(r.window+g-r.initial, 0) - r.reserved; r.budget != nil && need > 0 {
+		if !r.budget.Reserve(need) {
 			return false
 		}
-		r.reserved += g
+		r.reserved += need
 	}
 	r.window += g
 	return true
@@ -341,11 +404,11 @@ func (r *Receiver) check() error {
 		return Error("flow: negative credit")
 	case r.outstanding+r.buffered+r.pending != r.window:
 		return Error("flow: credit not conserved")
-	case r.window > r.max, r.max > MaxWindow, r.window < r.initial:
+	case r.window > r.max, r.max > MaxWindow, r.window < r.floor():
 		return Error("flow: window out of bounds")
 	case r.pending > 0 && 4*r.pending >= r.window:
 		return Error("flow: due update not sent")
-	case r.budget != nil && !r.released && r.reserved != r.window-r.initial:
+	case r.budget != nil && !r.released && r.reserved != max(r.window-r.initial, 0):
 		return Error("flow: budget reservation does not match growth")
 	case r.reserved < 0:
 		return Error("flow: negative reservation")

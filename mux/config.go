@@ -145,6 +145,20 @@ const (
 	agingInteractive  = 8                // bulk gets a frame after this many interactive frames
 	rttPingInterval   = 30 * time.Second
 	closeLinger       = 2 * time.Second // wait for the peer's close after ours, at most
+
+	// Shared-connection window cap (docs/protocol-notes.md): once two
+	// streams receive DATA within shareGap of each other, for shareHold
+	// every stream's receive window is held to one bandwidth-delay product
+	// of a sharedRate path at the session's minimum RTT, and no less than
+	// sharedFloor. More credit than that only queues bytes in the socket
+	// buffers ahead of the other streams' frames. An RTT probe (PING)
+	// goes out every shareProbe meanwhile; the minimum RTT is the smallest
+	// sample of the session.
+	shareGap    = 100 * time.Millisecond
+	shareHold   = time.Second
+	shareProbe  = 250 * time.Millisecond
+	sharedRate  = 625e6    // bytes/s: 5 Gbit/s
+	sharedFloor = 64 << 10 // bytes
 )
 
 // DefaultConfig returns a Config with every field at its default.

@@ -78,6 +78,10 @@ type core struct {
 	pingDone                         chan struct{}
 	lastPingAt                       time.Duration
 	srtt, lastRTT                    time.Duration
+	minRTT                           time.Duration // smallest RTT sample (0: none yet)
+	lastDataID                       uint32        // the stream the last DATA was for...
+	lastDataAt                       time.Duration // ...and when
+	sharedUntil                      time.Duration // streams share the connection until then (window cap)
 	pingTokens                       float64
 	pingTokensAt                     time.Duration
 	youngResets, useless             rateCounter
@@ -458,6 +462,7 @@ func (c *core) consumed(st *Stream, n int, now time.Duration) {
 		if st.rxq.Len() > 0 {
 			rtt = 0
 		}
+		st.rx.SetLimit(c.sharedCap(now))
 		c.queueStreamWU(st, st.rx.Consume(n, now, rtt))
 		if w := st.rx.Window(); w > before && w > c.largestWin {
 			c.largestWin = w
@@ -465,6 +470,25 @@ func (c *core) consumed(st *Stream, n int, now time.Duration) {
 		}
 	}
 	c.queueSessionWU(c.sessRecv.Consume(n, now, c.srtt))
+}
+
+// sharedCap is the receive window limit of every stream while streams
+// share the connection: one bandwidth-delay product of a sharedRate path at
+// the minimum RTT, at least sharedFloor; 0 (no limit) otherwise.
+func (c *core) sharedCap(now time.Duration) uint32 {
+	if now >= c.sharedUntil || c.minRTT <= 0 {
+		return 0
+	}
+	return uint32(min(max(sharedRate*c.minRTT.Seconds(), sharedFloor), flow.MaxWindow))
+}
+
+// noteData records DATA for stream id at now and notices when streams
+// share the connection.
+func (c *core) noteData(id uint32, now time.Duration) {
+	if c.lastDataID != id && c.lastDataID != 0 && now-c.lastDataAt < shareGap {
+		c.sharedUntil = now + shareHold
+	}
+	c.lastDataID, c.lastDataAt = id, now
 }
 
 // newStream creates a stream and puts it in the table.
@@ -672,6 +696,9 @@ func (c *core) tick(now time.Duration) {
 	}
 	if c.gotSettings && now-c.lastPingAt >= rttPingInterval && now-c.lastActivity < rttPingInterval {
 		c.sendPing(now) // RTT sample for window auto-tuning while data flows
+	}
+	if c.gotSettings && now < c.sharedUntil && now-c.lastPingAt >= shareProbe {
+		c.sendPing(now) // minimum-RTT sample for the shared-connection cap
 	}
 }
 

@@ -138,3 +138,52 @@ func TestCoreCloseKeepsQueuedAck(t *testing.T) {
 		}
 	}
 }
+
+// TestCoreSharedWindowCap: a stream alone on the session auto-tunes its
+// window past the initial one; once another stream receives DATA within
+// shareGap, its window shrinks to the shared cap as it is read; when the
+// other stream has been quiet for shareHold, it grows again.
+func TestCoreSharedWindowCap(t *testing.T) {
+	var stats statsCounters
+	cfg := (*Config)(nil).withDefaults()
+	c := newCore(cfg, false, &stats, 0)
+	var s frame.Settings
+	msg := frame.AppendSettings(nil, &s)
+	msg = appendOK(frame.AppendHeadersBlock(msg, 1, frame.FlagSYN, nil))
+	msg = appendOK(frame.AppendHeadersBlock(msg, 3, frame.FlagSYN, nil))
+	require.NoError(t, c.feed(msg, 0))
+	require.Len(t, c.acceptQ, 2)
+	a, b := c.acceptQ[0], c.acceptQ[1]
+	c.srtt = 10 * time.Millisecond // a slow path: reading at memory speed is a fast epoch
+	c.minRTT = 100 * time.Microsecond
+	buf := make([]byte, 1<<20)
+	payload := make([]byte, cfg.MaxFramePayload)
+	// move sends n bytes on st as fast as its credit allows and reads them.
+	move := func(st *Stream, n int, now time.Duration) {
+		t.Helper()
+		for n > 0 {
+			k := min(n, int(st.rx.Outstanding()), len(payload))
+			require.Positive(t, k)
+			require.NoError(t, c.feed(appendOK(frame.AppendData(nil, st.id, false, payload[:k])), now))
+			require.Nil(t, c.err)
+			st.rxq.read(buf[:k])
+			c.consumed(st, k, now)
+			n -= k
+		}
+	}
+	move(a, 32<<20, 0)
+	require.Greater(t, a.rx.Window(), uint32(DefaultInitialStreamWindow), "alone, the window grows")
+	require.Zero(t, c.sharedCap(0))
+
+	now := 10 * time.Millisecond
+	move(b, 10, now) // another stream within shareGap of a's DATA
+	require.EqualValues(t, sharedFloor, c.sharedCap(now))
+	move(a, 32<<20, now)
+	require.EqualValues(t, sharedFloor, a.rx.Window(), "shared, the window shrinks to the cap")
+	require.LessOrEqual(t, a.rx.Outstanding(), int64(sharedFloor))
+
+	now += shareHold + time.Millisecond
+	move(a, 32<<20, now)
+	require.Zero(t, c.sharedCap(now))
+	require.Greater(t, a.rx.Window(), uint32(DefaultInitialStreamWindow), "alone again, it grows again")
+}

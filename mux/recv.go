@@ -172,6 +172,7 @@ func (c *core) onData(f *frame.Frame, now time.Duration) {
 			c.fail(frame.FlowControlError, err)
 			return
 		}
+		c.noteData(st.id, now)
 		data := f.Payload
 		if len(st.rdBuf) > 0 && st.rxq.Len() == 0 {
 			// A Read waits with its buffer: copy straight into it.
@@ -394,6 +395,9 @@ func (c *core) onPing(f *frame.Frame, now time.Duration) {
 		c.wake() // the keepalive timer runs again
 		rtt := max(now-c.pingSentAt, time.Microsecond)
 		c.lastRTT = rtt
+		if c.minRTT == 0 || rtt < c.minRTT {
+			c.minRTT = rtt
+		}
 		if c.srtt == 0 {
 			c.srtt = rtt
 		} else {
