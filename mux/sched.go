@@ -301,9 +301,11 @@ func (c *core) appendData(dst []byte, limit, frames int, now time.Duration) ([]b
 			c.link(st)
 		}
 		st.signalWrite()
-		if !c.sessWait.empty() {
-			c.wakeSessionWaiters()
-		}
+	}
+	if !c.sessWait.empty() {
+		// Once per batch, not per frame: the writers woken find the
+		// room of the whole batch, instead of one frame's each.
+		c.wakeSessionWaiters()
 	}
 	return dst, frames
 }
