@@ -134,12 +134,14 @@ type Receiver struct {
 	pending     int64 // consumed (or grown) but not yet announced
 	reserved    int64 // growth reserved from budget, not yet released
 	budget      Budget
-	released    bool  // Release was called: no more growth
-	limit       int64 // soft cap on the window (SetLimit); 0: max
 
+	epochStart time.Duration // caller's clock at the start of the epoch
+	epochRead  int64         // bytes consumed by the application this epoch
+
+	// Small fields last, packed into one word (a stream holds a Receiver).
+	limit        uint32 // soft cap on the window (SetLimit); 0: max
+	released     bool   // Release was called: no more growth
 	epochStarted bool
-	epochStart   time.Duration // caller's clock at the start of the epoch
-	epochRead    int64         // bytes consumed by the application this epoch
 }
 
 // Init (re)initialises r with cfg: the peer may send cfg.Initial bytes. If r
@@ -271,15 +273,15 @@ const MinLimitWindow = 16 << 10
 // share the connection: credit beyond that only queues bytes in front of
 // theirs.
 func (r *Receiver) SetLimit(limit uint32) {
-	r.limit = int64(limit)
+	r.limit = limit
 }
 
 // ceiling is the largest window allowed now.
 func (r *Receiver) ceiling() int64 {
-	if r.limit <= 0 {
+	if r.limit == 0 {
 		return r.max
 	}
-	return max(r.floor(), min(r.max, r.limit))
+	return max(r.floor(), min(r.max, int64(r.limit)))
 }
 
 // floor is the smallest window a limit can hold r to.

@@ -3,6 +3,7 @@ package mux
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -186,4 +187,12 @@ func TestCoreSharedWindowCap(t *testing.T) {
 	move(a, 32<<20, now)
 	require.Zero(t, c.sharedCap(now))
 	require.Greater(t, a.rx.Window(), uint32(DefaultInitialStreamWindow), "alone again, it grows again")
+}
+
+// TestStreamSize keeps an idle stream within its size class: IdleStreams
+// (issue 5) promises at most 1 KiB of heap per idle stream, both ends
+// counted, and a Stream of up to 416 bytes (a malloc size class) leaves
+// room for its table entry. A new field that crosses the class shows here.
+func TestStreamSize(t *testing.T) {
+	require.LessOrEqual(t, unsafe.Sizeof(Stream{}), uintptr(416))
 }

@@ -99,12 +99,12 @@ func TestDirectReadConcurrentReaders(t *testing.T) {
 func lendBuffer(st *Stream, buf []byte) func() int {
 	s := st.sess
 	s.mu.Lock()
-	st.rdBuf = buf
+	st.rdBuf = buf[:0]
 	s.mu.Unlock()
 	return func() int {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return st.rdGot
+		return len(st.rdBuf)
 	}
 }
 
@@ -140,7 +140,7 @@ func TestDirectReadDroppedIsCredited(t *testing.T) {
 				require.NoError(t, b.Reset(0x8))
 			}
 			ss.mu.Lock()
-			require.Zero(t, b.rdGot)
+			require.Zero(t, len(b.rdBuf))
 			require.Zero(t, ss.c.sessRecv.Buffered(), "dropped bytes still count as buffered")
 			ss.mu.Unlock()
 			// The session window came back: another stream moves more
@@ -183,7 +183,7 @@ func TestDirectReadReturnedAfterDeadline(t *testing.T) {
 			}
 			ss.mu.Lock()
 			defer ss.mu.Unlock()
-			if b.rdGot < 5 {
+			if len(b.rdBuf) < 5 {
 				return false
 			}
 			b.rdDL.set(time.Now().Add(-time.Second))

@@ -174,11 +174,10 @@ func (c *core) onData(f *frame.Frame, now time.Duration) {
 		}
 		c.noteData(st.id, now)
 		data := f.Payload
-		if len(st.rdBuf) > 0 && st.rxq.Len() == 0 {
+		if b := st.rdBuf; len(b) < cap(b) && st.rxq.Len() == 0 {
 			// A Read waits with its buffer: copy straight into it.
-			k := copy(st.rdBuf, data)
-			st.rdBuf = st.rdBuf[k:]
-			st.rdGot += k
+			k := copy(b[len(b):cap(b)], data)
+			st.rdBuf = b[:len(b)+k]
 			data = data[k:]
 		}
 		st.rxq.write(data)

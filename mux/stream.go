@@ -17,44 +17,43 @@ import (
 // peer reads EOF and may still write back). All methods are safe for
 // concurrent use.
 type Stream struct {
-	sess    *Session
-	id      uint32
-	local   bool          // opened by us
-	created time.Duration // session clock
+	sess      *Session
+	id        uint32
+	wuPending uint32        // stream WINDOW_UPDATE credit not yet laid out (sess.mu)
+	created   time.Duration // session clock
 
 	// Guarded by sess.mu.
-	hdrs        http.Header
+	hdrs  http.Header
+	bytes int64 // payload exchanged both ways (rapid-reset accounting)
+
+	rx    flow.Receiver
+	rxq   chunkQueue
+	rdBuf []byte // a waiting Read's buffer: DATA is copied to rdBuf[len:cap], len counts it
+
+	tx       sendCredit
+	txq      chunkQueue
+	writeErr *StreamError // STOP_SENDING from the peer
+	resetErr *StreamError // reset either way: both directions ended
+
+	ackCh  chan struct{} // local: answer or death; peer: ACK written (made on demand: ackChan)
+	next   *Stream
+	inList int8
+
+	// Flags, packed together (an idle stream's size matters: IdleStreams).
+	local       bool // opened by us
 	interactive bool
-	bytes       int64 // payload exchanged both ways (rapid-reset accounting)
-
-	rx         flow.Receiver
-	rxq        chunkQueue
-	rdBuf      []byte // the rest of a waiting Read's buffer: DATA is copied straight in
-	rdGot      int    // bytes copied into the waiting Read's buffer (received, not yet consumed)
-	finRecv    bool
-	readClosed bool
-
-	tx          sendCredit
-	txq         chunkQueue
+	finRecv     bool
+	readClosed  bool
 	sessWaiting bool // a Write waits in core.sessWait
 	finQueued   bool
 	finSent     bool
-	writeErr    *StreamError // STOP_SENDING from the peer
-
-	resetErr *StreamError // reset either way: both directions ended
-	flushing bool         // reset locally; RST_STREAM (resetErr's code and reason) follows the queued bytes
-
-	acked      bool          // local: the peer's ACK arrived (or DATA did)
-	ackImplied bool          // acked by DATA; the ACK itself may follow
-	ackCh      chan struct{} // local: answer or death; peer: ACK written (made on demand: ackChan)
-	ackClosed  bool
-	handled    bool // peer stream: accepted or its handler returned
-	removed    bool // out of the session table
-
-	inList    int8
-	next      *Stream
-	wuPending uint32
-	wuQueued  bool
+	flushing    bool // reset locally; RST_STREAM (resetErr's code and reason) follows the queued bytes
+	acked       bool // local: the peer's ACK arrived (or DATA did)
+	ackImplied  bool // acked by DATA; the ACK itself may follow
+	ackClosed   bool
+	handled     bool // peer stream: accepted or its handler returned
+	removed     bool // out of the session table
+	wuQueued    bool
 
 	rdCh, wrCh chan struct{} // made by the first Read / Write that waits
 	rdDL, wrDL deadline
@@ -158,8 +157,8 @@ func (st *Stream) Read(p []byte) (int, error) {
 			// Whatever arrived went straight into p (one copy fewer);
 			// it is returned even when the wait ended for another reason.
 			direct = false
-			n := st.rdGot
-			st.rdBuf, st.rdGot = nil, 0
+			n := len(st.rdBuf)
+			st.rdBuf = nil
 			if n > 0 {
 				s.c.consumed(st, n, s.now())
 				s.mu.Unlock()
@@ -194,10 +193,10 @@ func (st *Stream) Read(p []byte) (int, error) {
 		if st.rdCh == nil {
 			st.rdCh = make(chan struct{}, 1)
 		}
-		if st.rdBuf == nil && st.rdGot == 0 {
+		if st.rdBuf == nil {
 			// No other Read waits with its buffer: DATA arriving now
 			// is copied into p rather than into the receive buffer.
-			st.rdBuf, direct = p, true
+			st.rdBuf, direct = p[:0], true
 		}
 		rd := st.rdCh
 		s.mu.Unlock()
@@ -214,10 +213,9 @@ func (st *Stream) Read(p []byte) (int, error) {
 // buffer (the Read then returns none of them) and returns their count, for
 // the caller to credit back with the receive buffer's (sess.mu held).
 func (st *Stream) dropDirect() int {
-	n := st.rdGot
-	st.rdGot = 0
+	n := len(st.rdBuf)
 	if st.rdBuf != nil {
-		st.rdBuf = st.rdBuf[:0]
+		st.rdBuf = st.rdBuf[:0:0] // still lent (the Read clears it), takes nothing more
 	}
 	return n
 }
