@@ -681,28 +681,26 @@ func TestReceiverSetLimit(t *testing.T) {
 		r.Init(ReceiverConfig{Initial: 256 << 10, Max: 1 << 20, Budget: b})
 		var s Sender
 		s.Init(r.Window())
-		r.SetLimit(1) // held at MinLimitWindow
-		for range 100 {
-			k := int(s.Available())
-			require.True(t, s.Consume(k))
-			require.NoError(t, r.Receive(k))
-			if d := r.Consume(k, 0, 0); d > 0 {
-				require.NoError(t, s.Grant(d))
+		// pump lets the peer send all its credit and the application read
+		// it, 100 times.
+		pump := func() {
+			t.Helper()
+			for range 100 {
+				k := int(s.Available())
+				require.True(t, s.Consume(k))
+				require.NoError(t, r.Receive(k))
+				if d := r.Consume(k, 0, 0); d > 0 {
+					require.NoError(t, s.Grant(d))
+				}
+				require.NoError(t, r.check())
 			}
-			require.NoError(t, r.check())
 		}
+		r.SetLimit(1) // held at MinLimitWindow
+		pump()
 		require.EqualValues(t, MinLimitWindow, r.Window())
 		require.Zero(t, b.used, "Initial is never charged")
 		r.SetLimit(0)
-		for range 100 {
-			k := int(s.Available())
-			require.True(t, s.Consume(k))
-			require.NoError(t, r.Receive(k))
-			if d := r.Consume(k, 0, 0); d > 0 {
-				require.NoError(t, s.Grant(d))
-			}
-			require.NoError(t, r.check())
-		}
+		pump()
 		require.EqualValues(t, 256<<10, r.Window(), "back to Initial, no growth without an RTT")
 		require.Zero(t, b.used)
 	})
