@@ -17,16 +17,19 @@ const maxFlowOps = 1 << 12
 // flow.Receiver (us) and a flow.Sender (the peer's view of the credit we
 // granted it), joined by a queue of in-flight WINDOW_UPDATE deltas. The
 // peer is honest in some operations and cheats in others; a memory Budget
-// sometimes refuses growth; a fake clock and RTT drive auto-tuning.
+// sometimes refuses growth; a fake clock and RTT drive auto-tuning; SetLimit
+// caps the window (below, at and above Initial and Max) and removes the cap.
 //
 // After every operation it checks the invariants: no credit is negative,
 // the receiver accepts a DATA frame exactly when it fits the outstanding
 // credit and never more than it granted in total, credit is conserved
 // (Outstanding + Buffered + Pending == Window), the peer's credit plus the
 // in-flight updates equals the receiver's outstanding credit, the window
-// stays within [Initial, Max], WINDOW_UPDATE deltas follow the quarter
-// window and auto-tuning rules, and Budget reservations balance. It returns
-// the first violation, or nil. It never panics on any input.
+// stays within [min(Initial, MinLimitWindow), Max], the window, the credit
+// and WINDOW_UPDATE deltas follow a reference model of the quarter window,
+// auto-tuning and limit (shrink and restore) rules, and Budget reservations
+// balance (exactly the growth above Initial). It returns the first
+// violation, or nil. It never panics on any input.
 func FlowProgram(data []byte) error {
 	_, err := runFlowProgram(data)
 	return err
@@ -113,7 +116,7 @@ func (b *flowBudget) Reserve(n int64) bool {
 		b.err = fmt.Errorf("Budget.Reserve(%d)", n)
 		return false
 	}
-	if !b.approves(n) {
+	if !b.approves(n, 0) {
 		return false
 	}
 	b.used += n
@@ -128,8 +131,10 @@ func (b *flowBudget) Release(n int64) {
 	b.used -= n
 }
 
-func (b *flowBudget) approves(n int64) bool {
-	return b == nil || (!b.refuse && n <= b.limit-b.used)
+// approves reports whether Reserve(n) would succeed after rel more bytes
+// were released; n <= 0 is never asked for, so it is approved.
+func (b *flowBudget) approves(n, rel int64) bool {
+	return b == nil || n <= 0 || (!b.refuse && n <= b.limit-(b.used-rel))
 }
 
 // The operations of a flow program.
@@ -143,7 +148,7 @@ const (
 	flowOpTime            // the clock moves (rarely backwards)
 	flowOpRTT             // the RTT estimate changes
 	flowOpBudget          // the Budget changes its mind
-	flowOpDiscard         // bytes for a closed stream
+	flowOpDiscard         // bytes for a closed stream; selector 6 (mod 8): SetLimit
 	flowOpRelease         // Release (stream end)
 	flowOpReinit          // Init again (reuse)
 	flowOpCount
@@ -157,6 +162,7 @@ type flowProg struct {
 	budget   *flowBudget // nil: no Budget
 	initial  int64       // effective (clamped) initial window
 	max      int64       // effective (clamped) maximum window
+	limit    uint32      // last SetLimit since Init; 0: none
 	released bool
 
 	inflight []uint32 // deltas sent but not yet delivered to the peer
@@ -200,6 +206,7 @@ func (p *flowProg) reinit(in *flowInput) {
 	p.r.Init(cfg)
 	p.initial = min(int64(cfg.Initial), flow.MaxWindow)
 	p.max = max(min(int64(cfg.Max), flow.MaxWindow), p.initial)
+	p.limit = 0 // Init starts afresh
 	p.released = false
 	p.peer.Init(cfg.Initial)
 	p.inflight = p.inflight[:0]
@@ -307,13 +314,16 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 			w = uint32(min(uint64(p.r.Window())*uint64(sel>>1), math.MaxUint32))
 		}
 		s := p.snap()
-		g := min(int64(w), flow.MaxWindow, p.max) - s.w
-		if g <= 0 || p.released || !p.budgetApproves(g) {
+		// The target is capped at the ceiling; only the part of the
+		// growth above Initial is asked of the Budget.
+		g := min(int64(w), flow.MaxWindow, p.ceiling()) - s.w
+		if g <= 0 || p.released || !p.budgetApproves(p.charge(s.w, g), 0) {
 			g = 0
 		}
 		delta := p.r.EnsureWindow(w)
 		if int64(delta) != g {
-			return fmt.Errorf("EnsureWindow(%d) at window %d max %d: delta %d, want %d", w, s.w, p.max, delta, g)
+			return fmt.Errorf("EnsureWindow(%d) at window %d ceiling %d (max %d limit %d): delta %d, want %d",
+				w, s.w, p.ceiling(), p.max, p.limit, delta, g)
 		}
 		if got := p.snap(); got != (flowSnap{s.o + g, s.b, s.pd, s.w + g}) {
 			return fmt.Errorf("EnsureWindow(%d): state %+v from %+v", w, got, s)
@@ -357,11 +367,17 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 	case flowOpDiscard:
 		s := p.snap()
 		var n int64
-		if sel := in.u8(); sel&7 == 7 {
+		switch sel := in.u8(); sel & 7 {
+		case 7:
 			// A cheating peer; only at Outstanding == MaxWindow does the
 			// clamp make it an honest use of credit still in flight.
 			n = min(s.o+1+int64(sel>>3), math.MaxInt32)
-		} else {
+		case 6:
+			// SetLimit. Its operand has the size of a discard's, so
+			// that the rest of a program decodes as it did before
+			// selector 6 (then one more honest discard) was taken.
+			return p.setLimit(sel>>3, in)
+		default:
 			n = min(in.size(), p.peer.Available())
 		}
 		delta, err := p.r.Discard(int(n))
@@ -377,13 +393,20 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 		if err := p.peerSpend(n); err != nil {
 			return err
 		}
-		pd := s.pd + n
+		if n <= 0 {
+			if delta != 0 || p.snap() != s {
+				return fmt.Errorf("Discard(%d) at %+v: delta %d state %+v", n, s, delta, p.snap())
+			}
+			return nil
+		}
+		w, pd, _ := p.settle(s.w, s.pd+n)
 		var want int64
-		if pd > 0 && 4*pd >= s.w {
+		if pd > 0 && 4*pd >= w {
 			want = pd
 		}
-		if int64(delta) != want || int64(p.r.Window()) != s.w {
-			return fmt.Errorf("Discard(%d) at %+v: delta %d window %d, want delta %d", n, s, delta, p.r.Window(), want)
+		if got := p.snap(); int64(delta) != want || got != (flowSnap{s.o - n + want, s.b, pd - want, w}) {
+			return fmt.Errorf("Discard(%d) at %+v (ceiling %d): delta %d state %+v, want delta %d window %d pending %d",
+				n, s, p.ceiling(), delta, got, want, w, pd-want)
 		}
 		p.announce(delta)
 
@@ -426,10 +449,13 @@ func (p *flowProg) peerSpend(n int64) error {
 func (p *flowProg) read(n int64) error {
 	s := p.snap()
 	c := min(n, s.b)
-	// Whether the Budget would approve a doubling, asked before Consume
-	// can reserve anything.
-	g := min(2*s.w, p.max) - s.w
-	canGrow := g > 0 && !p.released && p.budgetApproves(g)
+	// The Budget as it was before Consume could release or reserve
+	// anything.
+	var b0 *flowBudget
+	if p.budget != nil {
+		cp := *p.budget
+		b0 = &cp
+	}
 	delta := p.r.Consume(int(n), p.now, p.rtt)
 	if c <= 0 {
 		if delta != 0 || p.snap() != s {
@@ -442,32 +468,136 @@ func (p *flowProg) read(n int64) error {
 		p.epochStart = p.now
 	}
 	p.epochRead += c
-	pd := s.pd + c
-	if 4*pd < s.w {
-		if got := p.snap(); delta != 0 || got != (flowSnap{s.o, s.b - c, pd, s.w}) {
-			return fmt.Errorf("Consume(%d) at %+v: delta %d state %+v, want no update", n, s, delta, got)
+	// The limit acts first: the window shrinks (withholding credit) or is
+	// restored; the update rule and auto-tuning then see the new window.
+	w0, pd, rel := p.settle(s.w, s.pd+c)
+	if pd == 0 || 4*pd < w0 {
+		if got := p.snap(); delta != 0 || got != (flowSnap{s.o, s.b - c, pd, w0}) {
+			return fmt.Errorf("Consume(%d) at %+v (ceiling %d): delta %d state %+v, want no update, window %d pending %d",
+				n, s, p.ceiling(), delta, got, w0, pd)
 		}
 		return nil
 	}
-	w := s.w
-	if 2*p.epochRead > s.w && p.rtt > 0 {
-		if canGrow && fastEpochRef(max(p.now-p.epochStart, 0), p.epochRead, s.w, p.rtt) {
+	w := w0
+	if 2*p.epochRead > w0 && p.rtt > 0 {
+		// Doubling, capped at the ceiling; the Budget is asked for the
+		// part above Initial after the shrink released its share.
+		g := min(2*w0, p.ceiling()) - w0
+		if g > 0 && !p.released && fastEpochRef(max(p.now-p.epochStart, 0), p.epochRead, w0, p.rtt) &&
+			b0.approves(p.charge(w0, g), rel) {
 			w += g
 		}
 		p.epochStart = p.now
 		p.epochRead = 0
 	}
-	want := pd + w - s.w
+	want := pd + w - w0
 	if got := p.snap(); int64(delta) != want || got != (flowSnap{s.o + want, s.b - c, 0, w}) {
-		return fmt.Errorf("Consume(%d) at %+v (now %v rtt %v): delta %d state %+v, want delta %d window %d",
-			n, s, p.now, p.rtt, delta, got, want, w)
+		return fmt.Errorf("Consume(%d) at %+v (now %v rtt %v ceiling %d): delta %d state %+v, want delta %d window %d",
+			n, s, p.now, p.rtt, p.ceiling(), delta, got, want, w)
 	}
 	p.announce(delta)
 	return nil
 }
 
-func (p *flowProg) budgetApproves(g int64) bool {
-	return p.budget == nil || p.budget.approves(g)
+// budgetApproves reports whether the Budget would grant need bytes (no
+// request at all for need <= 0) after rel more bytes were released.
+func (p *flowProg) budgetApproves(need, rel int64) bool {
+	return p.budget.approves(need, rel) // nil: no Budget
+}
+
+// charge is the Budget reservation a growth of a window w by g > 0 needs:
+// only the part above Initial is charged (the reservation is the growth
+// above Initial).
+func (p *flowProg) charge(w, g int64) int64 {
+	return max(w+g-p.initial, 0) - max(w-p.initial, 0)
+}
+
+// floor is the smallest window a limit can hold the receiver to.
+func (p *flowProg) floor() int64 { return min(p.initial, flow.MinLimitWindow) }
+
+// ceiling is the largest window the current limit allows.
+func (p *flowProg) ceiling() int64 {
+	if p.limit == 0 {
+		return p.max
+	}
+	return max(p.floor(), min(p.max, int64(p.limit)))
+}
+
+// settle models what Consume and Discard do once n bytes moved to pending:
+// a window above the ceiling shrinks by withholding pending credit (never
+// announced credit), releasing the Budget for the part above Initial; a
+// window below min(Initial, ceiling) is raised back to it, the increase
+// pending and free of charge, unless Release was called. It returns the new
+// window and pending credit and the bytes the shrink released.
+func (p *flowProg) settle(w, pd int64) (w2, pd2, rel int64) {
+	c := p.ceiling()
+	if w > c && pd > 0 {
+		s := min(w-c, pd)
+		if !p.released {
+			rel = max(w-p.initial, 0) - max(w-s-p.initial, 0)
+		}
+		w -= s
+		pd -= s
+	}
+	if t := min(p.initial, c); w < t && !p.released {
+		pd += t - w
+		w = t
+	}
+	return w, pd, rel
+}
+
+// setLimit runs SetLimit with a limit chosen by kind (0-31) to land in
+// every region: none, below MinLimitWindow, around the floor, between the
+// floor and Initial, around Initial, between Initial and Max, around Max,
+// above Max, near the current window, and arbitrary. It always reads three
+// operand bytes. SetLimit itself changes nothing but the ceiling.
+func (p *flowProg) setLimit(kind byte, in *flowInput) error {
+	v := int64(in.u16())
+	k := in.u8()
+	w := int64(p.r.Window())
+	var l int64
+	switch kind & 15 {
+	case 0:
+		l = 0 // no limit
+	case 1:
+		l = 1 + v%(flow.MinLimitWindow-1) // below MinLimitWindow
+	case 2:
+		l = flow.MinLimitWindow - 1 + v%3
+	case 3:
+		l = p.floor() - 1 + v%3
+	case 4:
+		l = p.floor() + v%(p.initial-p.floor()+1) // [floor, Initial]
+	case 5:
+		l = p.initial - 1 + v%3
+	case 6:
+		l = p.initial + (v<<(k&31))%(p.max-p.initial+1) // [Initial, Max]
+	case 7:
+		l = p.max - 1 + v%3
+	case 8:
+		l = p.max + 1 + v<<(k&31) // above Max
+	case 9:
+		l = w - 1 + v%3
+	case 10:
+		l = w / 2
+	case 11:
+		l = 2 * w
+	case 12:
+		l = [...]int64{flow.MaxWindow, flow.MaxWindow + 1, math.MaxUint32}[v%3]
+	case 13:
+		l = v << (k & 31) // anything
+	case 14:
+		l = (p.floor() + p.initial) / 2
+	default:
+		l = (p.initial + p.max) / 2
+	}
+	limit := uint32(min(max(l, 0), math.MaxUint32))
+	s := p.snap()
+	p.r.SetLimit(limit)
+	p.limit = limit
+	if got := p.snap(); got != s {
+		return fmt.Errorf("SetLimit(%d) changed the state from %+v to %+v", limit, s, got)
+	}
+	return nil
 }
 
 // fastEpochRef is the auto-tuning test, elapsed < 4 × (read/window) × rtt,
@@ -493,8 +623,8 @@ func (p *flowProg) check(where string) error {
 		return fmt.Errorf("%s: sender credit out of range: peer %d raw %d", where, pa, ra)
 	case s.o+s.b+s.pd != s.w:
 		return fmt.Errorf("%s: credit not conserved: %+v", where, s)
-	case s.w > p.max || p.max > flow.MaxWindow || s.w < p.initial:
-		return fmt.Errorf("%s: window %d outside [%d, %d]", where, s.w, p.initial, p.max)
+	case s.w > p.max || p.max > flow.MaxWindow || s.w < p.floor():
+		return fmt.Errorf("%s: window %d outside [%d, %d]", where, s.w, p.floor(), p.max)
 	case s.pd > 0 && 4*s.pd >= s.w:
 		return fmt.Errorf("%s: update due but not sent: %+v", where, s)
 	case p.received > p.granted:
@@ -510,8 +640,8 @@ func (p *flowProg) check(where string) error {
 			return fmt.Errorf("%s: %w", where, b.err)
 		case b.used < 0 || b.used > b.limit:
 			return fmt.Errorf("%s: budget used %d of %d", where, b.used, b.limit)
-		case !p.released && b.used != s.w-p.initial:
-			return fmt.Errorf("%s: budget used %d for growth %d", where, b.used, s.w-p.initial)
+		case !p.released && b.used != max(s.w-p.initial, 0):
+			return fmt.Errorf("%s: budget used %d for window %d, Initial %d", where, b.used, s.w, p.initial)
 		case p.released && b.used != 0:
 			return fmt.Errorf("%s: budget still holds %d after Release", where, b.used)
 		}
