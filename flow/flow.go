@@ -86,9 +86,10 @@ func (s *Sender) Grant(delta uint32) error {
 
 // Budget approves window growth: the memory manager of a connection, of the
 // process, or both. Receiver calls Reserve before every increase of its
-// window above the initial window and Release with the sum of everything it
-// reserved when the caller calls Receiver.Release. A nil Budget approves
-// every increase.
+// window above the initial window, and Release with what it gives back: the
+// part above Initial of a window that shrinks under SetLimit, and everything
+// still reserved when the caller calls Receiver.Release. A nil Budget
+// approves every increase.
 type Budget interface {
 	// Reserve asks for n > 0 more bytes and reports whether they were
 	// granted. A refusal leaves the window as it is.
@@ -268,7 +269,9 @@ const MinLimitWindow = 16 << 10
 // credit already announced), releasing the Budget reservation as it goes.
 // The cap may be below Initial, down to MinLimitWindow. A limit of 0
 // removes the cap; a window below Initial then returns to Initial at the
-// next update (Initial is never charged to the Budget). The caller uses it
+// next Consume or Discard that moves bytes, the extra credit going out with
+// the next update (Initial is never charged to the Budget; after Release it
+// does not return). The caller uses it
 // to keep a stream's window near what its path needs while other streams
 // share the connection: credit beyond that only queues bytes in front of
 // theirs.
@@ -314,8 +317,8 @@ func (r *Receiver) shrink() {
 	}
 }
 
-// EnsureWindow raises the window to at least w, capped at Max, if Budget
-// approves the whole increase; it is how the session window is kept at
+// EnsureWindow raises the window to at least w, capped at Max (or the
+// SetLimit cap), if Budget approves the part of the increase above Initial; it is how the session window is kept at
 // least twice the largest stream window. It returns the increase, which the
 // caller must announce to the peer as a WINDOW_UPDATE delta, or 0 if the
 // window is already large enough, is at Max, the Budget refused, or Release
