@@ -23,6 +23,10 @@ type core struct {
 
 	wake      func() // there is something for the writer
 	onHandler func() // a stream was queued for the Handler
+	// splice, when set, receives the DATA runs appendBatch hands over
+	// without copying (the session's, over a socket that writes vectors);
+	// nil: every byte is copied into the batch.
+	splice *splice
 
 	// Settings.
 	lim           frame.Limits      // what we accept

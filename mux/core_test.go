@@ -1,6 +1,8 @@
 package mux
 
 import (
+	"bytes"
+	"math/rand/v2"
 	"testing"
 	"time"
 	"unsafe"
@@ -195,4 +197,144 @@ func TestCoreSharedWindowCap(t *testing.T) {
 // room for its table entry. A new field that crosses the class shows here.
 func TestStreamSize(t *testing.T) {
 	require.LessOrEqual(t, unsafe.Sizeof(Stream{}), uintptr(416))
+}
+
+// A splicing core (a socket that writes vectors) sends the same bytes as a
+// copying one: per stream, in order, in batches no larger than the limit,
+// whatever the write sizes and however the credit arrives.
+func TestCoreSpliceMatchesCopy(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 9))
+		var got [2]map[uint32][]byte
+		want := map[uint32][]byte{}
+		var cores [2]*core
+		var sts [2][]*Stream
+		var sp splice
+		for k := range cores {
+			var stats statsCounters
+			cfg := (*Config)(nil).withDefaults()
+			if seed%4 == 0 {
+				cfg.MaxBatch = 40 << 10 // batches end mid-chunk
+			}
+			c := newCore(cfg, true, &stats, 0)
+			if k == 1 {
+				c.splice = &sp
+			}
+			var s frame.Settings
+			require.NoError(t, c.feed(frame.AppendSettings(nil, &s), 0))
+			_ = c.appendBatch(c.appendPreface(nil), 0)
+			for range 4 {
+				sts[k] = append(sts[k], c.openLocal(nil, 0))
+			}
+			cores[k] = c
+			got[k] = map[uint32][]byte{}
+		}
+		collect := func(k int, b []byte) {
+			if k == 1 {
+				b = sp.flatten(b)
+				sp.release()
+			}
+			require.LessOrEqual(t, len(b), cores[k].batchLimit())
+			if len(b) == 0 {
+				return
+			}
+			for _, f := range frames(t, b) {
+				if f.Type == frame.TypeData {
+					got[k][f.StreamID] = append(got[k][f.StreamID], f.Payload...)
+				}
+			}
+		}
+		now := time.Second
+		for step := 0; step < 400; step++ {
+			now += time.Millisecond
+			switch op := rng.IntN(10); {
+			case op < 5: // a Write
+				i := rng.IntN(4)
+				p := make([]byte, 1+rng.IntN(70000))
+				for j := range p {
+					p[j] = byte(rng.Uint32())
+				}
+				for k, c := range cores {
+					st := sts[k][i]
+					st.txq.write(p)
+					c.txQueued += len(p)
+					if st.inList == 0 {
+						c.link(st)
+					}
+				}
+				want[sts[0][i].id] = append(want[sts[0][i].id], p...)
+			case op < 8: // a batch
+				for k, c := range cores {
+					collect(k, c.appendBatch(nil, now))
+				}
+			default: // credit: for a stream or for the session
+				id := uint32(0)
+				if rng.IntN(2) == 0 {
+					id = sts[0][rng.IntN(4)].id
+				}
+				wu, _ := frame.AppendWindowUpdate(nil, id, uint32(1+rng.IntN(300000)))
+				for _, c := range cores {
+					require.NoError(t, c.feed(wu, now))
+				}
+			}
+		}
+		// Everything left goes out once credit is plentiful.
+		for _, c := range cores {
+			for _, st := range append([]*Stream{nil}, sts[0]...) {
+				id := uint32(0)
+				if st != nil {
+					id = st.id
+				}
+				wu, _ := frame.AppendWindowUpdate(nil, id, 1<<30)
+				require.NoError(t, c.feed(wu, now))
+			}
+		}
+		for k, c := range cores {
+			for range 10000 {
+				b := c.appendBatch(nil, now)
+				if len(b) == 0 {
+					break
+				}
+				collect(k, b)
+			}
+		}
+		for id, w := range want {
+			require.True(t, bytes.Equal(w, got[0][id]), "seed %d stream %d: copying core", seed, id)
+			require.True(t, bytes.Equal(w, got[1][id]), "seed %d stream %d: splicing core", seed, id)
+		}
+		require.Empty(t, sp.chunks)
+	}
+}
+
+// spliceTo hands drained chunks over whole and copies the rest.
+func TestChunkQueueSplice(t *testing.T) {
+	src := make([]byte, 100<<10)
+	for i := range src {
+		src[i] = byte(i*7 + 3)
+	}
+	var q chunkQueue
+	var sp splice
+	q.write(src[:40<<10]) // chunks of 16, 16 and 8 KiB
+	b := q.spliceTo([]byte("h1"), 10<<10, &sp)
+	require.Len(t, b, 2+10<<10, "a run that leaves its chunk queued is copied")
+	require.Empty(t, sp.segs)
+	b = q.spliceTo(b, 6<<10+16<<10+1<<10, &sp)
+	require.Len(t, sp.segs, 2, "the rest of chunk 1 (6 KiB) and chunk 2 go whole")
+	require.Equal(t, 22<<10, sp.n)
+	require.Equal(t, 7<<10, q.Len())
+	b = q.spliceTo(b, 7<<10, &sp)
+	require.Len(t, sp.segs, 3, "the drained last chunk goes whole")
+	require.Zero(t, q.Len())
+	require.Zero(t, q.cnt)
+	flat := sp.flatten(b)
+	require.Equal(t, append([]byte("h1"), src[:40<<10]...), flat)
+	sp.release()
+	require.Zero(t, sp.n)
+	require.Empty(t, sp.chunks)
+
+	// Runs shorter than minSplice are copied even when they drain a chunk.
+	q.write(src[:minSplice-1])
+	b = q.spliceTo(nil, minSplice-1, &sp)
+	require.Empty(t, sp.segs)
+	require.Equal(t, src[:minSplice-1], b)
 }

@@ -240,11 +240,20 @@ func (c *core) appendCtrl(dst []byte, e *ctrl) []byte {
 	return dst
 }
 
+// batchLen is the size of the batch laid out in dst so far, spliced bytes
+// included.
+func (c *core) batchLen(dst []byte) int {
+	if c.splice != nil {
+		return len(dst) + c.splice.n
+	}
+	return len(dst)
+}
+
 // appendData lays out DATA frames until the batch, the session credit or
 // the ready streams run out.
 func (c *core) appendData(dst []byte, limit, frames int, now time.Duration) ([]byte, int) {
 	for {
-		room := limit - len(dst) - frame.HeaderSize
+		room := limit - c.batchLen(dst) - frame.HeaderSize
 		if room <= 0 {
 			break
 		}
@@ -280,9 +289,21 @@ func (c *core) appendData(dst []byte, limit, frames int, now time.Duration) ([]b
 			c.link(st)
 			break // leave a tiny remainder of the batch unused
 		}
+		if c.splice != nil {
+			// A frame that ends where its chunk does lets the chunk go
+			// out spliced, and realigns frames with chunks after a
+			// short one.
+			if r := st.txq.frontRun(); r < n && r >= minSplice {
+				n = r
+			}
+		}
 		fin := st.finQueued && !st.flushing && n == q
 		dst, _ = frame.AppendDataHeader(dst, st.id, fin, n)
-		dst = st.txq.appendTo(dst, n)
+		if c.splice != nil {
+			dst = st.txq.spliceTo(dst, n, c.splice)
+		} else {
+			dst = st.txq.appendTo(dst, n)
+		}
 		frames++
 		st.tx.Consume(n)
 		c.sessSend.Consume(n)
@@ -316,7 +337,7 @@ func (c *core) appendBareFins(dst []byte, limit, frames int) ([]byte, int) {
 	for cls := range c.lists {
 		for st := c.lists[cls].head; st != nil; {
 			next := st.next
-			if st.txq.Len() == 0 && st.finQueued && !st.flushing && len(dst)+frame.HeaderSize <= limit {
+			if st.txq.Len() == 0 && st.finQueued && !st.flushing && c.batchLen(dst)+frame.HeaderSize <= limit {
 				c.unlink(st)
 				dst, _ = frame.AppendDataHeader(dst, st.id, true, 0)
 				frames++

@@ -48,6 +48,7 @@ type Session struct {
 	wdl          time.Time   // write deadline in force (sendMu)
 	directErr    error       // a direct write failed; the writer handles it (sendMu)
 	acks         []*Stream   // HEADERS ACKs in the batch being written (sendMu)
+	sp           splice      // DATA the batch being written splices in (sendMu; core.splice)
 
 	wakeCh     chan struct{}
 	readerDone chan struct{}
@@ -80,6 +81,9 @@ func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Ses
 	}
 	s.c = newCore(cfg, client, &s.stats, 0)
 	s.c.sess = s
+	if wsio.Vectored(conn) {
+		s.c.splice = &s.sp
+	}
 	s.c.wake = s.wake
 	s.c.onHandler = s.spawnHandlers
 	s.wsc.SetNotify(s.wake)
@@ -277,8 +281,9 @@ func (s *Session) takeAcks() {
 	c.ackedList = c.ackedList[:0]
 }
 
-// writeBatch writes the batch b (sendMu held, s.mu not held), then counts
-// it and signals the ACKs it carried. dead and closeBy are the session's
+// writeBatch writes the batch b with the DATA runs spliced into it (s.sp;
+// sendMu held, s.mu not held), then counts it and signals the ACKs it
+// carried. dead and closeBy are the session's
 // state when b was laid out.
 func (s *Session) writeBatch(b []byte, dead bool, closeBy time.Duration) error {
 	// The deadline is refreshed only when less than 3/4 of WriteTimeout
@@ -293,11 +298,14 @@ func (s *Session) writeBatch(b []byte, dead bool, closeBy time.Duration) error {
 		s.wdl = t.Add(s.cfg.WriteTimeout)
 		_ = s.conn.SetWriteDeadline(s.wdl)
 	}
-	if err := s.wsc.WriteMessage(b); err != nil {
+	n := s.sp.n
+	err := s.wsc.WriteMessageSegments(b, s.sp.segs)
+	s.sp.release()
+	if err != nil {
 		return err
 	}
 	s.stats.messagesOut.Add(1)
-	s.stats.bytesOut.Add(uint64(len(b) - wsio.HeaderRoom))
+	s.stats.bytesOut.Add(uint64(len(b) - wsio.HeaderRoom + n))
 	if len(s.acks) > 0 {
 		s.mu.Lock()
 		for _, st := range s.acks {

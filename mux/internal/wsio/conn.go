@@ -90,6 +90,8 @@ type Conn struct {
 	// Writer side, owned by the writing goroutine.
 	ctlOut [HeaderRoom + ws.MaxControlFramePayloadSize]byte
 	werr   error
+	vec    [][]byte    // WriteMessageSegments' pieces, kept for reuse
+	bufs   net.Buffers // what WriteTo consumes (it advances the slice)
 }
 
 // source reads the bytes a handshake left buffered in br first, then the
@@ -456,6 +458,93 @@ func (c *Conn) WriteMessage(buf []byte) error {
 	}
 	start := c.frame(buf, ws.OpBinary)
 	return c.write(buf[start:])
+}
+
+// Segment is a run of payload bytes that WriteMessageSegments splices into
+// a message without copying: Data goes out right after the first At bytes
+// of the buffer's payload (At counts from the start of the buffer, header
+// room included, and segments are in ascending At order).
+type Segment struct {
+	At   int
+	Data []byte
+}
+
+// Vectored reports whether conn writes a list of buffers with one system
+// call (writev): a plain TCP or Unix socket. Over anything else (TLS, pipes,
+// wrappers) WriteMessageSegments would cost a write per segment, so the
+// caller copies into one buffer instead.
+func Vectored(conn net.Conn) bool {
+	switch conn.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		return true
+	}
+	return false
+}
+
+// WriteMessageSegments is WriteMessage with segs spliced into the payload:
+// the message is buf[HeaderRoom:segs[0].At] + segs[0].Data +
+// buf[segs[0].At:segs[1].At] + ... + buf[segs[n-1].At:], written with one
+// vectored write (see Vectored). On a client every piece, the segments
+// included, is masked in place: they must be the caller's own memory, and
+// are garbage afterwards.
+func (c *Conn) WriteMessageSegments(buf []byte, segs []Segment) error {
+	if len(segs) == 0 {
+		return c.WriteMessage(buf)
+	}
+	if c.werr != nil {
+		return c.werr
+	}
+	if len(buf) < HeaderRoom {
+		return io.ErrShortBuffer
+	}
+	if c.closeSent.Load() {
+		return ErrCloseSent
+	}
+	length := len(buf) - HeaderRoom
+	for _, sg := range segs {
+		length += len(sg.Data)
+	}
+	h := ws.Header{Fin: true, OpCode: ws.OpBinary, Length: int64(length)}
+	if c.client {
+		h.Masked = true
+		h.Mask = ws.NewMask()
+	}
+	_ = ws.WriteHeaderBuffer(nopWriter{}, h, buf[:HeaderRoom])
+	size := ws.HeaderSize(h)
+	start := HeaderRoom - size
+	copy(buf[start:HeaderRoom], buf[:size])
+	vec := c.vec[:0]
+	off, prev := 0, HeaderRoom
+	piece := func(p []byte) {
+		if len(p) == 0 {
+			return
+		}
+		if c.client {
+			ws.Cipher(p, h.Mask, off)
+			off += len(p)
+		}
+		vec = append(vec, p)
+	}
+	vec = append(vec, buf[start:HeaderRoom])
+	for _, sg := range segs {
+		piece(buf[prev:sg.At])
+		piece(sg.Data)
+		prev = sg.At
+	}
+	piece(buf[prev:])
+	c.vec = vec
+	total := int64(size + length)
+	c.bufs = vec
+	n, err := c.bufs.WriteTo(c.conn)
+	clear(vec) // drop the references to the caller's memory
+	c.nWritten.Add(uint64(n))
+	if err == nil && n < total {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		c.werr = err
+	}
+	return err
 }
 
 // ControlPending reports whether a pong or a close reply is queued for
