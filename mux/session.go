@@ -50,6 +50,19 @@ type Session struct {
 	acks         []*Stream   // HEADERS ACKs in the batch being written (sendMu)
 	sp           splice      // DATA the batch being written splices in (sendMu; core.splice)
 
+	// The read token and leader reads (lead.go); s.mu.
+	tok         int8
+	leader      *Stream // the Read of this stream holds the token
+	leadWant    *Stream // a Read of this stream waits and may lead
+	peeking     bool    // the leader is in wsio.Conn.Wait
+	interrupted bool    // interruptLeader set a read deadline in the past
+	lingering   bool    // finish set the read deadline: leave it alone
+	leadFailed  bool    // a leader's read failed: the reader reads next
+	leadOK      bool    // the connection supports leader reads
+	leadGen     uint32  // counts the times a Read took the token
+	tokCh       chan struct{}
+	tokTimer    *time.Timer
+
 	wakeCh     chan struct{}
 	readerDone chan struct{}
 	writerDone chan struct{}
@@ -83,7 +96,11 @@ func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Ses
 	s.c.sess = s
 	if wsio.Vectored(conn) {
 		s.c.splice = &s.sp
+		s.leadOK = true
 	}
+	s.tokCh = make(chan struct{}, 1)
+	s.tokTimer = time.NewTimer(time.Hour)
+	s.tokTimer.Stop()
 	s.c.wake = s.wake
 	s.c.onHandler = s.spawnHandlers
 	s.wsc.SetNotify(s.wake)
@@ -122,6 +139,9 @@ const yieldMessage = 4 << 10
 func (s *Session) readLoop() {
 	defer close(s.readerDone)
 	for {
+		if s.leadOK && s.wsc.Buffered() == 0 {
+			s.handOff() // a waiting Read reads the socket meanwhile
+		}
 		msg, err := s.wsc.ReadMessage()
 		s.mu.Lock()
 		if err != nil {
@@ -416,7 +436,10 @@ func (s *Session) finish(writeFailed bool) {
 		} else {
 			_ = s.wsc.WriteClose(code, reason)
 		}
+		s.mu.Lock()
+		s.lingering = true // a leader must not clear this deadline
 		_ = s.conn.SetReadDeadline(linger)
+		s.mu.Unlock()
 		select {
 		case <-s.readerDone:
 		case <-time.After(time.Until(linger)):
@@ -516,6 +539,7 @@ func (s *Session) Open(ctx context.Context, h http.Header) (*Stream, error) {
 	}
 	s.mu.Lock()
 	ack := st.ackChan()
+	s.reclaim()
 	s.mu.Unlock()
 	select {
 	case <-ack:
@@ -566,6 +590,7 @@ func (s *Session) open(ctx context.Context, h http.Header) (*Stream, error) {
 		if c.canOpen() {
 			break
 		}
+		s.reclaim()
 		s.mu.Unlock()
 		select {
 		case <-c.creditCh:
@@ -618,6 +643,7 @@ func (s *Session) AcceptStream(ctx context.Context) (*Stream, error) {
 			s.mu.Unlock()
 			return st, nil
 		}
+		s.reclaim()
 		s.mu.Unlock()
 		select {
 		case <-c.acceptCh:
@@ -662,6 +688,7 @@ func (s *Session) Ping(ctx context.Context) (time.Duration, error) {
 		c.pingDone = make(chan struct{})
 	}
 	ch := c.pingDone
+	s.reclaim()
 	s.mu.Unlock()
 	select {
 	case <-ch:
@@ -699,6 +726,7 @@ func (s *Session) GoAway(code frame.ErrorCode) error {
 func (s *Session) Close() error {
 	s.mu.Lock()
 	s.c.shutdown(s.now())
+	s.reclaim()
 	s.mu.Unlock()
 	s.closeOnce.Do(func() {
 		t := time.NewTimer(s.cfg.CloseTimeout)
@@ -760,6 +788,10 @@ type Stats struct {
 	StreamsAccepted         uint64 // opened by the peer and not refused
 	ResetsLocal             uint64 // RST_STREAM we sent
 	ResetsRemote            uint64 // RST_STREAM we received
+	// LeaderMessages counts the messages a waiting Read read from the
+	// connection itself instead of the reader goroutine (leader reads:
+	// no goroutine handoff between the socket and the application).
+	LeaderMessages uint64
 	// Errors counts session and stream errors by code (those we detected
 	// and those the peer reported).
 	Errors map[frame.ErrorCode]uint64
@@ -769,6 +801,7 @@ type Stats struct {
 type statsCounters struct {
 	bytesIn, bytesOut, framesIn, framesOut, messagesIn, messagesOut atomic.Uint64
 	streamsOpened, streamsAccepted, resetsLocal, resetsRemote       atomic.Uint64
+	leaderMessages                                                  atomic.Uint64
 	errors                                                          [0x16]atomic.Uint64
 	otherErrors                                                     atomic.Uint64
 }
@@ -790,7 +823,8 @@ func (s *Session) Stats() Stats {
 		MessagesIn: sc.messagesIn.Load(), MessagesOut: sc.messagesOut.Load(),
 		StreamsOpened: sc.streamsOpened.Load(), StreamsAccepted: sc.streamsAccepted.Load(),
 		ResetsLocal: sc.resetsLocal.Load(), ResetsRemote: sc.resetsRemote.Load(),
-		Errors: map[frame.ErrorCode]uint64{},
+		LeaderMessages: sc.leaderMessages.Load(),
+		Errors:         map[frame.ErrorCode]uint64{},
 	}
 	for i := range sc.errors {
 		if v := sc.errors[i].Load(); v > 0 {

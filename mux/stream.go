@@ -65,10 +65,15 @@ type Stream struct {
 // signalling a channel nobody made yet is a no-op (notify on nil), and the
 // waiter re-checks the state under sess.mu before it waits. These are all
 // called with sess.mu held.
-func (st *Stream) signalRead()  { notify(st.rdCh) }
+func (st *Stream) signalRead() {
+	notify(st.rdCh)
+	if s := st.sess; s != nil && s.leader == st {
+		s.interruptLeader() // its Read waits on the socket, not on rdCh
+	}
+}
 func (st *Stream) signalWrite() { notify(st.wrCh) }
 func (st *Stream) wakeAll() {
-	notify(st.rdCh)
+	st.signalRead()
 	notify(st.wrCh)
 }
 
@@ -152,6 +157,7 @@ func (st *Stream) Read(p []byte) (int, error) {
 	s := st.sess
 	s.mu.Lock()
 	direct := false // this Read registered p for direct delivery (rdBuf)
+	lead := false   // this Read holds the socket (lead.go)
 	for {
 		if direct {
 			// Whatever arrived went straight into p (one copy fewer);
@@ -159,36 +165,36 @@ func (st *Stream) Read(p []byte) (int, error) {
 			direct = false
 			n := len(st.rdBuf)
 			st.rdBuf = nil
+			if s.leadWant == st {
+				s.leadWant = nil
+			}
+			if s.tok == tokLeader && s.leader == st {
+				lead = true // taken, or handed over by the reader goroutine
+			}
 			if n > 0 {
 				s.c.consumed(st, n, s.now())
-				s.mu.Unlock()
-				return n, nil
+				return st.readDone(lead, n, nil)
 			}
 		}
 		if isClosed(st.rdDL.wait()) {
-			s.mu.Unlock()
-			return 0, ErrTimeout
+			return st.readDone(lead, 0, ErrTimeout)
 		}
 		if st.rxq.Len() > 0 {
 			if len(p) == 0 {
-				s.mu.Unlock()
-				return 0, nil
+				return st.readDone(lead, 0, nil)
 			}
 			n := st.rxq.read(p)
 			s.c.consumed(st, n, s.now())
 			if st.rxq.Len() > 0 {
 				st.signalRead() // another reader may take the rest
 			}
-			s.mu.Unlock()
-			return n, nil
+			return st.readDone(lead, n, nil)
 		}
 		if err := st.readErr(); err != nil {
-			s.mu.Unlock()
-			return 0, err
+			return st.readDone(lead, 0, err)
 		}
 		if len(p) == 0 {
-			s.mu.Unlock()
-			return 0, nil
+			return st.readDone(lead, 0, nil)
 		}
 		if st.rdCh == nil {
 			st.rdCh = make(chan struct{}, 1)
@@ -197,6 +203,27 @@ func (st *Stream) Read(p []byte) (int, error) {
 			// No other Read waits with its buffer: DATA arriving now
 			// is copied into p rather than into the receive buffer.
 			st.rdBuf, direct = p[:0], true
+		}
+		if direct {
+			switch {
+			case (lead || s.takeLead(st)) && s.canLead(st):
+				// Read the socket here rather than wait for the reader
+				// goroutine to hand the data over.
+				lead = true
+				if err := s.leadOnce(); err != nil {
+					s.giveBack(st, true)
+					lead = false
+				}
+				continue
+			case lead || s.tok == tokLeader && s.leader == st:
+				s.giveBack(st, false) // a deadline was set, or the session ends
+				lead = false
+			case s.leadWant == nil && s.canLead(st):
+				s.leadWant = st
+			}
+		}
+		if !lead {
+			s.reclaim() // someone must read the socket while this Read waits
 		}
 		rd := st.rdCh
 		s.mu.Unlock()
@@ -207,6 +234,18 @@ func (st *Stream) Read(p []byte) (int, error) {
 		}
 		s.mu.Lock()
 	}
+}
+
+// readDone ends a Read (s.mu held; it releases it): a leader passes the
+// token on (lead.go), keeping it free for its next Read when it returns
+// data and nothing more is buffered for it.
+func (st *Stream) readDone(lead bool, n int, err error) (int, error) {
+	s := st.sess
+	if lead {
+		s.endLead(st, n > 0 && err == nil && st.rxq.Len() == 0)
+	}
+	s.mu.Unlock()
+	return n, err
 }
 
 // dropDirect discards the bytes already copied into a waiting Read's
@@ -315,6 +354,7 @@ func (st *Stream) Write(p []byte) (int, error) {
 		if st.wrCh == nil {
 			st.wrCh = make(chan struct{}, 1)
 		}
+		s.reclaim() // credit comes from the socket
 		wr := st.wrCh
 		s.mu.Unlock()
 		select {
@@ -340,6 +380,7 @@ func (st *Stream) CloseWrite() error {
 	s.c.link(st)
 	s.c.wake()
 	st.signalWrite()
+	s.reclaim() // the application is done writing: the peer's answer may follow
 	return nil
 }
 
@@ -366,6 +407,7 @@ func (st *Stream) CloseRead() error {
 	c.urgent.push(ctrl{typ: frame.TypeStopSending, id: st.id, arg: uint32(frame.Cancel)})
 	c.wake()
 	st.signalRead()
+	s.reclaim()
 	return nil
 }
 
@@ -383,6 +425,7 @@ func (st *Stream) Reset(code frame.ErrorCode) error {
 		return nil // ended cleanly both ways already
 	}
 	s.c.resetStream(st, code, "", s.now(), true)
+	s.reclaim()
 	return nil
 }
 
@@ -456,6 +499,13 @@ func (d *deadline) set(t time.Time) {
 	if !closed {
 		close(d.cancel)
 	}
+}
+
+// active reports whether a deadline is set (pending or passed).
+func (d *deadline) active() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.timer != nil || isClosed(d.cancel)
 }
 
 // wait returns a channel closed when the deadline passes (nil: never).

@@ -195,30 +195,63 @@ func TestPeerViolations(t *testing.T) {
 			})}
 		}, code: frame.EnhanceYourCalm},
 	}
-	for _, tt := range tests {
-		t.Run(tt.threat+"/"+tt.name, func(t *testing.T) {
-			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			a, b := net.Pipe()
-			cs, err := Client(a, tt.cfg)
-			require.NoError(t, err)
-			defer cs.Close()
-			peer := newRawPeer(t, b, false)
-			wire := peer.observe(false)
-			first := settings
-			if tt.first != nil {
-				first = tt.first
-			}
-			go func() {
-				if tt.silent || peer.send(first) != nil || tt.frames == nil {
-					return
-				}
-				for _, m := range tt.frames() {
-					if peer.send(m) != nil {
-						return
-					}
-				}
-			}()
-			requireHostileEnd(t, cs, wire, tt.code)
-		})
+	for _, transport := range []string{"pipe", "tcp-leader"} {
+		for _, tt := range tests {
+			t.Run(transport+"/"+tt.threat+"/"+tt.name, func(t *testing.T) {
+				peerViolation(t, transport, tt.cfg, tt.first, settings, tt.silent, tt.frames, tt.code)
+			})
+		}
 	}
+}
+
+// peerViolation runs one row of TestPeerViolations. Over "pipe" the
+// session's reader goroutine meets the violation; over "tcp-leader" a Read
+// of the session's own stream is leading (lead.go) when the peer sends it.
+func peerViolation(t *testing.T, transport string, cfg *Config, first, settings []byte, silent bool, frames func() [][]byte, code frame.ErrorCode) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var a, b net.Conn
+	if transport == "pipe" {
+		a, b = net.Pipe()
+	} else {
+		a, b = tcpConns(t)
+	}
+	cs, err := Client(a, cfg)
+	require.NoError(t, err)
+	defer cs.Close()
+	peer := newRawPeer(t, b, false)
+	wire := peer.observe(false)
+	normal := first == nil
+	if first == nil {
+		first = settings
+	}
+	if silent || peer.send(first) != nil || frames == nil {
+		requireHostileEnd(t, cs, wire, code)
+		return
+	}
+	readDone := make(chan struct{})
+	if transport != "pipe" && normal {
+		st, err := cs.OpenEarly(nil)
+		require.NoError(t, err)
+		go func() {
+			defer close(readDone)
+			_, _ = st.Read(make([]byte, 1))
+		}()
+		waitLocked(t, cs, "the Read leads", func() bool {
+			if cs.leadWant == st && cs.tok == tokReader {
+				go func() { _ = peer.send(frame.AppendPing(nil, false, 1)) }()
+			}
+			return leading(cs, st)()
+		})
+	} else {
+		close(readDone)
+	}
+	go func() {
+		for _, m := range frames() {
+			if peer.send(m) != nil {
+				return
+			}
+		}
+	}()
+	requireHostileEnd(t, cs, wire, code)
+	<-readDone
 }

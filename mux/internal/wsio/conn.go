@@ -209,6 +209,26 @@ func (c *Conn) ReadMessage() ([]byte, error) {
 	return msg, nil
 }
 
+// Wait blocks until the first byte of the next frame is here (or an error).
+// It consumes nothing, and an error from it is not sticky: a read deadline
+// that expires during Wait leaves the connection as it was, so a reader can
+// be interrupted between messages (the mux's leader reads). Call it only
+// between messages (after ReadMessage returned). A sticky read error is
+// returned as it is.
+func (c *Conn) Wait() error {
+	if c.rerr != nil {
+		return c.rerr
+	}
+	_, err := c.rd.Peek(1)
+	return err
+}
+
+// Buffered reports how many bytes are already read from the socket and not
+// yet consumed: with none, the next ReadMessage waits on the socket.
+func (c *Conn) Buffered() int {
+	return c.rd.Buffered()
+}
+
 func (c *Conn) readMessage() ([]byte, error) {
 	if c.shrink {
 		c.buf = nil

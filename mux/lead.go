@@ -1,0 +1,220 @@
+package mux
+
+import (
+	"errors"
+	"os"
+	"time"
+)
+
+// Leader reads: a Read that waits for data reads the socket itself.
+//
+// Without them every received message costs a goroutine handoff: the
+// reader goroutine reads it and wakes the Read waiting for it, and on a
+// multi-core machine the runtime starts another processor's thread for
+// the woken goroutine. For request/response traffic that handoff is most
+// of the gap to a raw WebSocket (Echo64: 1.2 x raw ws with GOMAXPROCS=1,
+// 1.5 x with 2 processors). With them, the goroutine that waits for the
+// answer is the one the network poller wakes, as with a raw socket.
+//
+// The right to read the socket is a token (s.tok, guarded by s.mu):
+//
+//   - tokReader: the reader goroutine has it (the start, and whenever
+//     nobody else wants it);
+//   - tokLeader: the Read of s.leader has it and reads whole messages and
+//     feeds them to the core (every stream's, not only its own) until its
+//     own stream has something to return;
+//   - tokFree: nobody: the last leader returned having drained its stream,
+//     so its application is likely to Read again at once and take the
+//     token back with no handoff at all. Anything else that waits on the
+//     peer (a Write short of credit, Open, AcceptStream, Ping, a Read that
+//     cannot lead) takes the token back for the reader goroutine
+//     (reclaim), and the reader goroutine takes it itself once it stayed
+//     free through one of its leadCheck periods. (A timer reset on every
+//     Read would cost more than the handoff it saves: a timer that becomes
+//     the earliest one interrupts the runtime's network poller.)
+//
+// The reader goroutine hands the token to a waiting Read (s.leadWant) when
+// it has no buffered bytes left, that is when its next read would wait on
+// the socket. A leader that returns with bytes still buffered for its
+// stream gives the token straight back, since its next Read will not need
+// the socket (bulk receivers).
+//
+// A leader waits for the next message in wsio.Conn.Wait, which consumes
+// nothing: something that must end the leader's Read (a reset, CloseRead,
+// a deadline being set, the session's end) sets a read deadline in the
+// past on the connection (interruptLeader), which ends the Wait without
+// losing a byte. Once a message has started the leader reads it whole, like
+// the reader goroutine; Config.ReadTimeout bounds a partly received
+// message either way. A Read with a deadline does not lead (its timer could
+// not interrupt it), and leading is only used on plain TCP and Unix sockets,
+// whose reads a deadline interrupts cleanly (wsio.Vectored).
+
+// The states of Session.tok.
+const (
+	tokReader int8 = iota
+	tokLeader
+	tokFree
+)
+
+// leadCheck is the period at which the reader goroutine, while it does not
+// hold the token, looks whether it stayed free and unused.
+const leadCheck = time.Millisecond
+
+// aLongTimeAgo is a read deadline that interrupts a Wait at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// canLead reports whether a Read of st may take the token (s.mu held).
+func (s *Session) canLead(st *Stream) bool {
+	return s.leadOK && s.c.err == nil && !s.lingering && !st.rdDL.active()
+}
+
+// takeLead gives the token to the waiting Read of st if it is free or was
+// handed to st (s.mu held).
+func (s *Session) takeLead(st *Stream) bool {
+	switch {
+	case s.tok == tokLeader && s.leader == st:
+		return true
+	case s.tok == tokFree && s.canLead(st):
+		s.tok, s.leader = tokLeader, st
+		s.leadGen++
+		return true
+	}
+	return false
+}
+
+// endLead takes the token from the leader st when its Read returns (s.mu
+// held). keep: the Read returns data and left nothing buffered, so its
+// application is likely to Read again soon: the token goes to another
+// waiting Read or stays free; otherwise the reader goroutine gets it now.
+func (s *Session) endLead(st *Stream, keep bool) {
+	if s.tok != tokLeader || s.leader != st {
+		return
+	}
+	s.leader = nil
+	if keep && s.c.err == nil && !s.lingering {
+		if w := s.leadWant; w != nil && w != st && w.rdBuf != nil && s.canLead(w) {
+			// Another Read waits: it leads next.
+			s.leadWant = nil
+			s.tok, s.leader = tokLeader, w
+			s.leadGen++
+			w.signalRead()
+			return
+		}
+		s.tok = tokFree
+		return
+	}
+	s.tok = tokReader
+	notify(s.tokCh)
+}
+
+// reclaim gives a free token back to the reader goroutine (s.mu held), for
+// a goroutine about to wait for something only the socket can bring.
+func (s *Session) reclaim() {
+	if s.tok == tokFree {
+		s.tok = tokReader
+		notify(s.tokCh)
+	}
+}
+
+// giveBack returns the token of the leader st to the reader goroutine
+// (s.mu held). failed: the leader's read failed; the reader goroutine then
+// reads once itself, and meets the error, before it hands the token to
+// anyone again.
+func (s *Session) giveBack(st *Stream, failed bool) {
+	if s.tok == tokLeader && s.leader == st {
+		s.leader = nil
+		s.tok = tokReader
+		s.leadFailed = s.leadFailed || failed
+		notify(s.tokCh)
+	}
+}
+
+// leadOnce is one turn of the leader st (s.mu held on entry and return,
+// released while it waits): it waits for the next message and feeds it to
+// the core. A nil error means the caller should look at its stream again:
+// a message was fed, or the wait was interrupted. On an error the caller
+// gives the token back; the reader goroutine then meets the error itself.
+func (s *Session) leadOnce() error {
+	s.peeking = true
+	s.mu.Unlock()
+	err := s.wsc.Wait()
+	s.mu.Lock()
+	s.peeking = false
+	if s.interrupted {
+		s.interrupted = false
+		if !s.lingering {
+			_ = s.conn.SetReadDeadline(time.Time{})
+		}
+		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	s.mu.Unlock()
+	msg, err := s.wsc.ReadMessage()
+	s.mu.Lock()
+	if err != nil {
+		return err
+	}
+	s.c.feed(msg, s.now())
+	s.stats.leaderMessages.Add(1)
+	return nil
+}
+
+// interruptLeader ends the leader's Wait (s.mu held): something changed
+// that its Read must see.
+func (s *Session) interruptLeader() {
+	if s.peeking && !s.interrupted {
+		s.interrupted = true
+		_ = s.conn.SetReadDeadline(aLongTimeAgo)
+	}
+}
+
+// handOff gives the token to a waiting Read, if there is one that may
+// lead, and waits until it comes back (reader goroutine; s.mu not held).
+// It is called only when no received bytes are buffered.
+func (s *Session) handOff() {
+	s.mu.Lock()
+	st := s.leadWant
+	if s.leadFailed || st == nil || s.tok != tokReader || !s.canLead(st) || st.rdBuf == nil {
+		s.leadFailed = false
+		s.mu.Unlock()
+		return
+	}
+	s.leadWant = nil
+	s.tok, s.leader = tokLeader, st
+	s.leadGen++
+	st.signalRead()
+	gen := s.leadGen
+	dead := s.c.deadCh
+	s.tokTimer.Reset(leadCheck)
+	for s.tok != tokReader {
+		s.mu.Unlock()
+		tick := false
+		select {
+		case <-s.tokCh:
+		case <-s.tokTimer.C:
+			tick = true
+		case <-dead:
+			dead = nil // the leader is interrupted and gives the token back
+			tick = true
+		}
+		s.mu.Lock()
+		if tick {
+			if s.tok == tokFree && (s.leadGen == gen || s.c.err != nil) {
+				s.tok = tokReader // free and unused for a whole period
+				break
+			}
+			gen = s.leadGen
+			s.tokTimer.Reset(leadCheck)
+		}
+	}
+	s.tokTimer.Stop()
+	s.mu.Unlock()
+	select {
+	case <-s.tokCh: // stale
+	default:
+	}
+}

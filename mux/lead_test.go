@@ -1,0 +1,304 @@
+package mux
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wsmux/wsmux/frame"
+)
+
+// Leader reads (lead.go): a Read that waits reads the socket itself.
+
+// waitLocked polls cond (under s.mu) until it holds or 10 s pass.
+func waitLocked(t *testing.T, s *Session, what string, cond func() bool) {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(100 * time.Microsecond) {
+		s.mu.Lock()
+		ok := cond()
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting until %s", what)
+}
+
+// leading reports whether a Read of st holds the token.
+func leading(s *Session, st *Stream) func() bool {
+	return func() bool { return s.tok == tokLeader && s.leader == st && s.peeking }
+}
+
+// Request/response over TCP: after the first exchanges, the waiting Reads
+// on both sides read the socket themselves, and every byte arrives.
+func TestLeaderEcho(t *testing.T) {
+	cs, ss := tcpPair(t, nil, nil)
+	go echoServer(ss)
+	st, err := cs.Open(context.Background(), nil)
+	require.NoError(t, err)
+	const rounds = 2000
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range rounds {
+		req := make([]byte, 1+rng.IntN(2000))
+		for j := range req {
+			req[j] = byte(rng.Uint32())
+		}
+		_, err := st.Write(req)
+		require.NoError(t, err)
+		resp := make([]byte, len(req))
+		_, err = io.ReadFull(st, resp)
+		require.NoError(t, err)
+		require.Equal(t, req, resp, "round %d", i)
+	}
+	c, s := cs.Stats().LeaderMessages, ss.Stats().LeaderMessages
+	t.Logf("leader messages: client %d, server %d of %d", c, s, rounds)
+	require.Greater(t, c, uint64(rounds/2), "the client's Reads lead")
+	require.Greater(t, s, uint64(rounds/2), "the server's Reads lead")
+}
+
+// A Read that leads (waits in the socket) returns at once when something
+// else must end it.
+func TestLeaderInterrupted(t *testing.T) {
+	tests := []struct {
+		name  string
+		do    func(st, peer *Stream, cs *Session)
+		check func(t *testing.T, err error)
+	}{
+		{"Reset", func(st, _ *Stream, _ *Session) { _ = st.Reset(frame.Cancel) }, func(t *testing.T, err error) {
+			var se *StreamError
+			require.ErrorAs(t, err, &se)
+			require.False(t, se.Remote)
+		}},
+		{"CloseRead", func(st, _ *Stream, _ *Session) { _ = st.CloseRead() }, func(t *testing.T, err error) {
+			require.ErrorIs(t, err, ErrStreamClosed)
+		}},
+		{"SetReadDeadline", func(st, _ *Stream, _ *Session) { _ = st.SetReadDeadline(time.Now().Add(20 * time.Millisecond)) }, func(t *testing.T, err error) {
+			require.ErrorIs(t, err, ErrTimeout)
+		}},
+		{"SetDeadline in the past", func(st, _ *Stream, _ *Session) { _ = st.SetDeadline(time.Now().Add(-time.Second)) }, func(t *testing.T, err error) {
+			require.ErrorIs(t, err, ErrTimeout)
+		}},
+		{"session Close", func(_, _ *Stream, cs *Session) { go cs.Close() }, func(t *testing.T, err error) {
+			require.ErrorIs(t, err, ErrSessionClosed)
+		}},
+		{"peer Reset", func(_, peer *Stream, _ *Session) { _ = peer.Reset(frame.ErrorCode(0x1001)) }, func(t *testing.T, err error) {
+			var se *StreamError
+			require.ErrorAs(t, err, &se)
+			require.True(t, se.Remote)
+			require.Equal(t, frame.ErrorCode(0x1001), se.Code)
+		}},
+		{"peer FIN", func(_, peer *Stream, _ *Session) { _ = peer.Close() }, func(t *testing.T, err error) {
+			require.ErrorIs(t, err, io.EOF)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs, ss := tcpPair(t, nil, nil)
+			st, peer := openPair(t, cs, ss)
+			// One exchange so that the client's Read leads.
+			_, err := peer.Write([]byte("x"))
+			require.NoError(t, err)
+			done := make(chan error, 1)
+			go func() {
+				buf := make([]byte, 10)
+				if _, err := st.Read(buf); err != nil {
+					done <- err
+					return
+				}
+				_, err := st.Read(buf) // waits: nothing more comes
+				done <- err
+			}()
+			// Open a second stream so the server's reader goroutine
+			// has something to read and the client's has a message
+			// after which it hands the socket over.
+			waitLocked(t, cs, "the Read leads", func() bool {
+				if s := cs; s.tok == tokLeader && s.leader == st && s.peeking {
+					return true
+				}
+				if cs.leadWant == st && cs.tok == tokReader {
+					go func() { _, _ = cs.Ping(context.Background()) }() // a message for the reader goroutine
+				}
+				return false
+			})
+			start := time.Now()
+			tt.do(st, peer, cs)
+			select {
+			case err := <-done:
+				tt.check(t, err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the leading Read did not return")
+			}
+			require.Less(t, time.Since(start), 2*time.Second)
+		})
+	}
+}
+
+// Interrupts racing with arriving data lose no byte: one goroutine Reads
+// (and leads), another keeps setting and clearing read deadlines, which
+// interrupt it, while the peer sends 4 MiB in random pieces.
+func TestLeaderInterruptsKeepBytes(t *testing.T) {
+	cs, ss := tcpPair(t, nil, nil)
+	st, peer := openPair(t, cs, ss)
+	const total = 4 << 20
+	want := sha256.New()
+	go func() {
+		rng := rand.New(rand.NewPCG(7, 8))
+		sent := 0
+		for sent < total {
+			p := make([]byte, min(1+rng.IntN(3000), total-sent))
+			for j := range p {
+				p[j] = byte(rng.Uint32())
+			}
+			want.Write(p)
+			if _, err := peer.Write(p); err != nil {
+				return
+			}
+			sent += len(p)
+			if rng.IntN(8) == 0 {
+				time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+			}
+		}
+		_ = peer.Close()
+	}()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(9, 10))
+		for {
+			select {
+			case <-stop:
+				_ = st.SetReadDeadline(time.Time{})
+				return
+			default:
+			}
+			_ = st.SetReadDeadline(time.Now().Add(time.Duration(rng.IntN(300)) * time.Microsecond))
+			time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+			_ = st.SetReadDeadline(time.Time{})
+			time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+		}
+	}()
+	got := sha256.New()
+	buf := make([]byte, 5000)
+	n, timeouts := 0, 0
+	for {
+		k, err := st.Read(buf)
+		got.Write(buf[:k])
+		n += k
+		if errors.Is(err, ErrTimeout) {
+			timeouts++
+			time.Sleep(50 * time.Microsecond) // until the deadline is cleared
+			continue
+		}
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+	}
+	close(stop)
+	wg.Wait()
+	require.Equal(t, total, n)
+	require.Equal(t, want.Sum(nil), got.Sum(nil))
+	t.Logf("%d timeouts, %d leader messages", timeouts, cs.Stats().LeaderMessages)
+	require.NotZero(t, cs.Stats().LeaderMessages)
+}
+
+// A free token (its last leader drained its stream and went away) is taken
+// back when nothing else waits on the socket: a server whose streams are
+// run by a Handler still accepts new streams.
+func TestLeaderFreeTokenComesBack(t *testing.T) {
+	got := make(chan *Stream, 4)
+	hold := make(chan struct{})
+	defer close(hold)
+	scfg := &Config{Handler: func(st *Stream) error {
+		go func() {
+			buf := make([]byte, 1)
+			if _, err := st.Read(buf); err == nil {
+				got <- st
+			}
+			<-hold // read once, then never again
+		}()
+		return nil
+	}}
+	cs, ss := tcpPair(t, nil, scfg)
+	for i := range 3 {
+		st, err := cs.Open(context.Background(), nil)
+		require.NoError(t, err, "open %d", i)
+		_, err = st.Write([]byte{1})
+		require.NoError(t, err)
+		select {
+		case <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("stream %d: the server never read its byte", i)
+		}
+		ss.mu.Lock()
+		t.Logf("server token after stream %d: %d", i, ss.tok)
+		ss.mu.Unlock()
+	}
+}
+
+// A leader's read that fails (the peer's connection ends) ends the session
+// like a failure of the reader goroutine; nothing is left running.
+func TestLeaderReadFails(t *testing.T) {
+	conn, raw := tcpConns(t)
+	cs, err := Client(conn, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	peer := newRawPeer(t, raw, false)
+	go peer.drain()
+	require.NoError(t, peer.send(settingsMsg()))
+	st, err := cs.OpenEarly(nil)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.Read(make([]byte, 1))
+		done <- err
+	}()
+	waitLocked(t, cs, "the Read leads", func() bool {
+		if cs.leadWant == st && cs.tok == tokReader {
+			go func() { _ = peer.send(frame.AppendPing(nil, false, 1)) }()
+		}
+		return leading(cs, st)()
+	})
+	_ = raw.(*net.TCPConn).SetLinger(0)
+	_ = raw.Close()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Read did not end")
+	}
+	select {
+	case <-cs.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the session did not end")
+	}
+	require.Error(t, cs.Err())
+}
+
+// tcpConns returns both ends of a loopback TCP connection.
+func tcpConns(t testing.TB) (net.Conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		acc <- c
+	}()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	b := <-acc
+	require.NotNil(t, b)
+	return a, b
+}
