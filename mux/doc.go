@@ -45,9 +45,11 @@
 // driven by one reader and one writer goroutine over the connection. The
 // writer sends control frames before data and schedules data round-robin
 // with an interactive class, batching everything ready into one WebSocket
-// message per write. Two fast paths cut goroutine handoffs and copies for
-// request/response traffic: a Write of at most 4 KiB that finds the writer
-// parked lays out and writes the batch on the caller's goroutine, and DATA
-// that arrives while a Read waits is copied straight into that Read's
-// buffer. Steady-state reads and writes do not allocate.
+// message per write. Fast paths cut goroutine handoffs and copies: a Write
+// of at most 4 KiB that finds the writer parked lays out and writes the
+// batch on the caller's goroutine; DATA that arrives while a Read waits is
+// copied straight into that Read's buffer; on plain TCP and Unix sockets a
+// Read that waits reads the connection itself (leader reads, lead.go), and
+// the writer sends DATA from its send chunks with one writev instead of
+// copying it into the batch. Steady-state reads and writes do not allocate.
 package mux
