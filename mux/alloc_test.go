@@ -3,7 +3,6 @@ package mux
 import (
 	"context"
 	"io"
-	"net"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,22 +12,7 @@ import (
 // handshake: the sessions speak WebSocket frames straight away).
 func tcpPair(t testing.TB, ccfg, scfg *Config) (*Session, *Session) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			accepted <- nil
-			return
-		}
-		accepted <- c
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	require.NoError(t, err)
-	b := <-accepted
-	require.NotNil(t, b)
+	a, b := tcpConns(t)
 	cs, err := Client(a, ccfg)
 	require.NoError(t, err)
 	ss, err := Server(b, scfg)

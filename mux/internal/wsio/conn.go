@@ -425,7 +425,18 @@ func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 // into buf[:HeaderRoom], masks the payload in place on a client, and returns
 // where the frame starts in buf.
 func (c *Conn) frame(buf []byte, op ws.OpCode) int {
-	h := ws.Header{Fin: true, OpCode: op, Length: int64(len(buf) - HeaderRoom)}
+	start, mask := c.header(buf, op, len(buf)-HeaderRoom)
+	if c.client {
+		ws.Cipher(buf[HeaderRoom:], mask, 0)
+	}
+	return start
+}
+
+// header encodes a final frame header for op and a payload of length bytes
+// right-aligned into buf[:HeaderRoom] and returns where it starts in buf and,
+// on a client, the fresh mask the payload must be masked with.
+func (c *Conn) header(buf []byte, op ws.OpCode, length int) (int, [4]byte) {
+	h := ws.Header{Fin: true, OpCode: op, Length: int64(length)}
 	if c.client {
 		h.Masked = true
 		h.Mask = ws.NewMask()
@@ -437,23 +448,38 @@ func (c *Conn) frame(buf []byte, op ws.OpCode) int {
 	size := ws.HeaderSize(h)
 	start := HeaderRoom - size
 	copy(buf[start:HeaderRoom], buf[:size])
-	if c.client {
-		ws.Cipher(buf[HeaderRoom:], h.Mask, 0)
-	}
-	return start
+	return start, h.Mask
 }
 
-// write sends p with one conn.Write; a failure is sticky for the writer.
-func (c *Conn) write(p []byte) error {
-	n, err := c.conn.Write(p)
+// writable returns the error a message in buf cannot be written with, or nil.
+func (c *Conn) writable(buf []byte) error {
+	switch {
+	case c.werr != nil:
+		return c.werr
+	case len(buf) < HeaderRoom:
+		return io.ErrShortBuffer
+	case c.closeSent.Load():
+		return ErrCloseSent
+	}
+	return nil
+}
+
+// wrote counts n bytes written of want and makes a failure sticky.
+func (c *Conn) wrote(n, want int64, err error) error {
 	c.nWritten.Add(uint64(n))
-	if err == nil && n < len(p) {
+	if err == nil && n < want {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
 		c.werr = err
 	}
 	return err
+}
+
+// write sends p with one conn.Write; a failure is sticky for the writer.
+func (c *Conn) write(p []byte) error {
+	n, err := c.conn.Write(p)
+	return c.wrote(int64(n), int64(len(p)), err)
 }
 
 // WriteMessage sends buf[HeaderRoom:] as one binary WebSocket message with a
@@ -467,14 +493,8 @@ func (c *Conn) write(p []byte) error {
 // close frame has been sent, and the first write error for good once one
 // occurred.
 func (c *Conn) WriteMessage(buf []byte) error {
-	if c.werr != nil {
-		return c.werr
-	}
-	if len(buf) < HeaderRoom {
-		return io.ErrShortBuffer
-	}
-	if c.closeSent.Load() {
-		return ErrCloseSent
+	if err := c.writable(buf); err != nil {
+		return err
 	}
 	start := c.frame(buf, ws.OpBinary)
 	return c.write(buf[start:])
@@ -511,60 +531,36 @@ func (c *Conn) WriteMessageSegments(buf []byte, segs []Segment) error {
 	if len(segs) == 0 {
 		return c.WriteMessage(buf)
 	}
-	if c.werr != nil {
-		return c.werr
-	}
-	if len(buf) < HeaderRoom {
-		return io.ErrShortBuffer
-	}
-	if c.closeSent.Load() {
-		return ErrCloseSent
+	if err := c.writable(buf); err != nil {
+		return err
 	}
 	length := len(buf) - HeaderRoom
 	for _, sg := range segs {
 		length += len(sg.Data)
 	}
-	h := ws.Header{Fin: true, OpCode: ws.OpBinary, Length: int64(length)}
-	if c.client {
-		h.Masked = true
-		h.Mask = ws.NewMask()
-	}
-	_ = ws.WriteHeaderBuffer(nopWriter{}, h, buf[:HeaderRoom])
-	size := ws.HeaderSize(h)
-	start := HeaderRoom - size
-	copy(buf[start:HeaderRoom], buf[:size])
-	vec := c.vec[:0]
+	start, mask := c.header(buf, ws.OpBinary, length)
+	vec := append(c.vec[:0], buf[start:HeaderRoom])
 	off, prev := 0, HeaderRoom
 	piece := func(p []byte) {
 		if len(p) == 0 {
 			return
 		}
 		if c.client {
-			ws.Cipher(p, h.Mask, off)
+			ws.Cipher(p, mask, off)
 			off += len(p)
 		}
 		vec = append(vec, p)
 	}
-	vec = append(vec, buf[start:HeaderRoom])
 	for _, sg := range segs {
 		piece(buf[prev:sg.At])
 		piece(sg.Data)
 		prev = sg.At
 	}
 	piece(buf[prev:])
-	c.vec = vec
-	total := int64(size + length)
-	c.bufs = vec
+	c.vec, c.bufs = vec, vec
 	n, err := c.bufs.WriteTo(c.conn)
 	clear(vec) // drop the references to the caller's memory
-	c.nWritten.Add(uint64(n))
-	if err == nil && n < total {
-		err = io.ErrShortWrite
-	}
-	if err != nil {
-		c.werr = err
-	}
-	return err
+	return c.wrote(n, int64(HeaderRoom-start+length), err)
 }
 
 // ControlPending reports whether a pong or a close reply is queued for
