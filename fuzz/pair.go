@@ -45,6 +45,21 @@ func SessionPair(data []byte, clk Clock) error {
 	return p.run()
 }
 
+// SessionPairTCP is SessionPair in real time over a loopback TCP connection
+// instead of net.Pipe: the sessions then use the paths only plain sockets
+// get, leader reads (a waiting Read reads the socket itself, interrupted by
+// resets, close-reads and the session's end) and spliced DATA (vectored
+// writes from the send chunks), under the same program and checks.
+func SessionPairTCP(data []byte) error {
+	data = data[:len(data):len(data)]
+	if len(data) > maxSessionInput {
+		return nil
+	}
+	p := newPair(data, Clock{RealTime: true})
+	p.tcp = true
+	return p.run()
+}
+
 // Program header (4 bytes): client config, server config, flags, unused.
 // A config byte: bits 0-1 windows (default; 2000/5000 growing to
 // 16000/64000; 100/300 fixed; 64 KiB/128 KiB growing to 1/4 MiB), bit 2
@@ -154,6 +169,35 @@ type pair struct {
 	order []*pairStream
 	wg    sync.WaitGroup
 	total int
+	tcp   bool // over loopback TCP (SessionPairTCP), not net.Pipe
+}
+
+// tcpConns returns both ends of a new loopback TCP connection.
+func tcpConns() (net.Conn, net.Conn, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ln.Close()
+	type res struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		c, err := ln.Accept()
+		ch <- res{c, err}
+	}()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return nil, nil, err
+	}
+	r := <-ch
+	if r.err != nil {
+		a.Close()
+		return nil, nil, r.err
+	}
+	return a, r.c, nil
 }
 
 func newPair(data []byte, clk Clock) *pair {
@@ -171,8 +215,15 @@ func (p *pair) run() error {
 		w := time.AfterFunc(30*time.Second, func() { panic("fuzz.SessionPair: the program hangs") })
 		defer w.Stop()
 	}
-	a, b := net.Pipe()
+	var a, b net.Conn
 	var err error
+	if p.tcp {
+		if a, b, err = tcpConns(); err != nil {
+			return err
+		}
+	} else {
+		a, b = net.Pipe()
+	}
 	if p.sess[0], err = mux.Client(a, p.cfg[0]); err != nil {
 		return err
 	}

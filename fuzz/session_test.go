@@ -52,3 +52,22 @@ func runPair(t *testing.T, data []byte) {
 		}
 	})
 }
+
+// FuzzSessionPairTCP: SessionPair in real time over loopback TCP, where the
+// sessions read with leaders and write spliced DATA (see SessionPairTCP).
+// No synctest bubble: socket reads do not block durably, so fake time
+// could not advance.
+//
+//	go test -run='^$' -fuzz='^FuzzSessionPairTCP$' ./fuzz/
+func FuzzSessionPairTCP(f *testing.F) {
+	for _, s := range pairSeeds() {
+		f.Add(s.data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		watchdog := time.AfterFunc(time.Minute, func() { panic("FuzzSessionPairTCP: input hangs") })
+		defer watchdog.Stop()
+		if err := SessionPairTCP(data); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
