@@ -48,8 +48,8 @@
 // message per write. Fast paths cut goroutine handoffs and copies: a Write
 // of at most 4 KiB that finds the writer parked lays out and writes the
 // batch on the caller's goroutine; DATA that arrives while a Read waits is
-// copied straight into that Read's buffer; on plain TCP and Unix sockets a
-// Read that waits reads the connection itself (leader reads, lead.go), and
-// the writer sends DATA from its send chunks with one writev instead of
-// copying it into the batch. Steady-state reads and writes do not allocate.
+// copied straight into that Read's buffer; on TCP and Unix sockets (and TLS
+// over them) a Read that waits reads the connection itself (leader reads,
+// lead.go); on plain TCP and Unix sockets the writer sends DATA from its
+// send chunks with one writev instead of copying it into the batch. Steady-state reads and writes do not allocate.
 package mux

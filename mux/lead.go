@@ -46,8 +46,9 @@ import (
 // losing a byte. Once a message has started the leader reads it whole, like
 // the reader goroutine; Config.ReadTimeout bounds a partly received
 // message either way. A Read with a deadline does not lead (its timer could
-// not interrupt it), and leading is only used on plain TCP and Unix sockets,
-// whose reads a deadline interrupts cleanly (wsio.Vectored).
+// not interrupt it), and leading is only used on plain TCP and Unix sockets
+// and TLS over them, whose reads a deadline interrupts cleanly
+// (wsio.Interruptible).
 
 // The states of Session.tok.
 const (

@@ -2,9 +2,15 @@ package mux
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
+	"math/big"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -40,7 +46,13 @@ func leading(s *Session, st *Stream) func() bool {
 // Request/response over TCP: after the first exchanges, the waiting Reads
 // on both sides read the socket themselves, and every byte arrives.
 func TestLeaderEcho(t *testing.T) {
-	cs, ss := tcpPair(t, nil, nil)
+	for _, transport := range leaderTransports {
+		t.Run(transport, func(t *testing.T) { leaderEcho(t, transport) })
+	}
+}
+
+func leaderEcho(t *testing.T, transport string) {
+	cs, ss := leaderPair(t, transport, nil, nil)
 	go echoServer(ss)
 	st, err := cs.Open(context.Background(), nil)
 	require.NoError(t, err)
@@ -99,9 +111,19 @@ func TestLeaderInterrupted(t *testing.T) {
 			require.ErrorIs(t, err, io.EOF)
 		}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cs, ss := tcpPair(t, nil, nil)
+	for _, transport := range leaderTransports {
+		for _, tt := range tests {
+			t.Run(transport+"/"+tt.name, func(t *testing.T) {
+				leaderInterrupted(t, transport, tt.do, tt.check)
+			})
+		}
+	}
+}
+
+func leaderInterrupted(t *testing.T, transport string, do func(st, peer *Stream, cs *Session), check func(t *testing.T, err error)) {
+	{
+		{
+			cs, ss := leaderPair(t, transport, nil, nil)
 			st, peer := openPair(t, cs, ss)
 			// One exchange so that the client's Read leads.
 			_, err := peer.Write([]byte("x"))
@@ -129,15 +151,15 @@ func TestLeaderInterrupted(t *testing.T) {
 				return false
 			})
 			start := time.Now()
-			tt.do(st, peer, cs)
+			do(st, peer, cs)
 			select {
 			case err := <-done:
-				tt.check(t, err)
+				check(t, err)
 			case <-time.After(5 * time.Second):
 				t.Fatal("the leading Read did not return")
 			}
 			require.Less(t, time.Since(start), 2*time.Second)
-		})
+		}
 	}
 }
 
@@ -145,7 +167,13 @@ func TestLeaderInterrupted(t *testing.T) {
 // (and leads), another keeps setting and clearing read deadlines, which
 // interrupt it, while the peer sends 4 MiB in random pieces.
 func TestLeaderInterruptsKeepBytes(t *testing.T) {
-	cs, ss := tcpPair(t, nil, nil)
+	for _, transport := range leaderTransports {
+		t.Run(transport, func(t *testing.T) { leaderInterruptsKeepBytes(t, transport) })
+	}
+}
+
+func leaderInterruptsKeepBytes(t *testing.T, transport string) {
+	cs, ss := leaderPair(t, transport, nil, nil)
 	st, peer := openPair(t, cs, ss)
 	const total = 4 << 20
 	want := sha256.New()
@@ -301,4 +329,57 @@ func tcpConns(t testing.TB) (net.Conn, net.Conn) {
 	b := <-acc
 	require.NotNil(t, b)
 	return a, b
+}
+
+// leaderTransports are the connections leader reads are used on.
+var leaderTransports = []string{"tcp", "tls"}
+
+// leaderPair starts a client and a server session over loopback TCP, with
+// TLS on top for "tls".
+func leaderPair(t testing.TB, transport string, ccfg, scfg *Config) (*Session, *Session) {
+	t.Helper()
+	if transport == "tcp" {
+		return tcpPair(t, ccfg, scfg)
+	}
+	a, b := tcpConns(t)
+	cert := selfSigned(t)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert.Leaf)
+	tc := tls.Client(a, &tls.Config{RootCAs: pool, ServerName: "wsmux.test", MinVersion: tls.VersionTLS13})
+	ts := tls.Server(b, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
+	errc := make(chan error, 1)
+	go func() { errc <- ts.Handshake() }()
+	require.NoError(t, tc.Handshake())
+	require.NoError(t, <-errc)
+	cs, err := Client(tc, ccfg)
+	require.NoError(t, err)
+	ss, err := Server(ts, scfg)
+	require.NoError(t, err)
+	require.True(t, cs.leadOK && ss.leadOK, "leader reads are used over TLS")
+	require.Nil(t, cs.c.splice, "no splicing over TLS")
+	t.Cleanup(func() {
+		cs.Close()
+		ss.Close()
+	})
+	return cs, ss
+}
+
+// selfSigned returns a certificate for wsmux.test, made now.
+func selfSigned(t testing.TB) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		DNSNames:     []string{"wsmux.test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(crand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	leaf, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
 }

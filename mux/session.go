@@ -96,8 +96,8 @@ func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Ses
 	s.c.sess = s
 	if wsio.Vectored(conn) {
 		s.c.splice = &s.sp
-		s.leadOK = true
 	}
+	s.leadOK = wsio.Interruptible(conn)
 	s.tokCh = make(chan struct{}, 1)
 	s.tokTimer = time.NewTimer(time.Hour)
 	s.tokTimer.Stop()

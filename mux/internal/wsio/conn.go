@@ -2,6 +2,7 @@ package wsio
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"io"
 	"net"
@@ -514,6 +515,23 @@ type Segment struct {
 // wrappers) WriteMessageSegments would cost a write per segment, so the
 // caller copies into one buffer instead.
 func Vectored(conn net.Conn) bool {
+	switch conn.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		return true
+	}
+	return false
+}
+
+// Interruptible reports whether a read deadline set while a Read of conn
+// waits ends that Read cleanly and leaves conn usable, so a waiting reader
+// can be interrupted between messages (Wait): plain TCP and Unix sockets,
+// and TLS over them (crypto/tls keeps the part of a record it was reading
+// when a deadline ended a Read; only a timed-out Write corrupts its state).
+// Wrappers of unknown behaviour are not.
+func Interruptible(conn net.Conn) bool {
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
 	switch conn.(type) {
 	case *net.TCPConn, *net.UnixConn:
 		return true

@@ -2,6 +2,7 @@ package wsio
 
 import (
 	"bytes"
+	"crypto/tls"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -127,4 +128,30 @@ func TestWriteMessageSegmentsZeroAllocs(t *testing.T) {
 	}
 	step()
 	require.Zero(t, testing.AllocsPerRun(200, step))
+}
+
+func TestVectoredAndInterruptible(t *testing.T) {
+	tcpA, tcpB := connPair(t, "tcp")
+	defer tcpA.Close()
+	defer tcpB.Close()
+	pipeA, pipeB := net.Pipe()
+	defer pipeA.Close()
+	defer pipeB.Close()
+	tests := []struct {
+		name                    string
+		conn                    net.Conn
+		vectored, interruptible bool
+	}{
+		{"tcp", tcpA, true, true},
+		{"tls over tcp", tls.Client(tcpA, &tls.Config{}), false, true},
+		{"pipe", pipeA, false, false},
+		{"tls over a pipe", tls.Client(pipeA, &tls.Config{}), false, false},
+		{"wrapper", struct{ net.Conn }{tcpA}, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.vectored, Vectored(tt.conn))
+			require.Equal(t, tt.interruptible, Interruptible(tt.conn))
+		})
+	}
 }
