@@ -58,8 +58,15 @@ const (
 )
 
 // leadCheck is the period at which the reader goroutine, while it does not
-// hold the token, looks whether it stayed free and unused.
-const leadCheck = time.Millisecond
+// hold the token, looks whether it stayed free and unused. While a leader
+// holds the token with no other use of it (a Read that waits for an idle
+// stream), the period doubles up to leadCheckMax, so an idle session wakes
+// its reader goroutine once a second at most; a leader that then leaves the
+// token free brings the period back to leadCheck.
+const (
+	leadCheck    = time.Millisecond
+	leadCheckMax = time.Second
+)
 
 // aLongTimeAgo is a read deadline that interrupts a Wait at once.
 var aLongTimeAgo = time.Unix(1, 0)
@@ -102,6 +109,14 @@ func (s *Session) endLead(st *Stream, keep bool) {
 			return
 		}
 		s.tok = tokFree
+		if now := s.now(); s.tickDue-now > 2*leadCheck {
+			// The reader goroutine's check was backed off while this
+			// leader waited: bring it near, so that a token nobody
+			// takes again is back with it soon. (Only after a long
+			// wait: a busy leader finds the check near already.)
+			s.tickDue = now + leadCheck
+			s.tokTimer.Reset(leadCheck)
+		}
 		return
 	}
 	s.tok = tokReader
@@ -190,7 +205,9 @@ func (s *Session) handOff() {
 	st.signalRead()
 	gen := s.leadGen
 	dead := s.c.deadCh
-	s.tokTimer.Reset(leadCheck)
+	period := leadCheck
+	s.tickDue = s.now() + period
+	s.tokTimer.Reset(period)
 	for s.tok != tokReader {
 		s.mu.Unlock()
 		tick := false
@@ -204,12 +221,20 @@ func (s *Session) handOff() {
 		}
 		s.mu.Lock()
 		if tick {
+			s.ticks++
 			if s.tok == tokFree && (s.leadGen == gen || s.c.err != nil) {
 				s.tok = tokReader // free and unused for a whole period
 				break
 			}
+			switch {
+			case s.leadGen != gen || s.tok == tokFree:
+				period = leadCheck // in use: look again soon
+			default:
+				period = min(2*period, leadCheckMax) // one leader waits on
+			}
 			gen = s.leadGen
-			s.tokTimer.Reset(leadCheck)
+			s.tickDue = s.now() + period
+			s.tokTimer.Reset(period)
 		}
 	}
 	s.tokTimer.Stop()

@@ -383,3 +383,45 @@ func selfSigned(t testing.TB) tls.Certificate {
 	require.NoError(t, err)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
 }
+
+// A Read that waits long on an idle stream costs the reader goroutine a few
+// checks, not one a millisecond; once that Read returns and leaves the token
+// free, the reader goroutine takes it back within a few milliseconds.
+func TestLeaderIdleChecksBackOff(t *testing.T) {
+	cs, ss := tcpPair(t, nil, nil)
+	st, peer := openPair(t, cs, ss)
+	got := make(chan error, 1)
+	go func() {
+		_, err := st.Read(make([]byte, 10))
+		got <- err
+	}()
+	waitLocked(t, cs, "the Read leads", func() bool {
+		if cs.leadWant == st && cs.tok == tokReader {
+			go func() { _, _ = cs.Ping(context.Background()) }()
+		}
+		return leading(cs, st)()
+	})
+	cs.mu.Lock()
+	before := cs.ticks
+	cs.mu.Unlock()
+	time.Sleep(300 * time.Millisecond)
+	cs.mu.Lock()
+	idle := cs.ticks - before
+	cs.mu.Unlock()
+	t.Logf("%d checks in 300 ms with a leader waiting", idle)
+	require.LessOrEqual(t, idle, uint64(12), "the checks back off")
+
+	_, err := peer.Write([]byte("x"))
+	require.NoError(t, err)
+	require.NoError(t, <-got)
+	// Nobody reads or waits on the client now: only the reader goroutine
+	// can take the new stream's SYN and answer it.
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = ss.Open(ctx, nil)
+	require.NoError(t, err)
+	took := time.Since(start)
+	t.Logf("open answered after %v", took)
+	require.Less(t, took, 100*time.Millisecond)
+}

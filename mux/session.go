@@ -52,14 +52,16 @@ type Session struct {
 
 	// The read token and leader reads (lead.go); s.mu.
 	tok         int8
-	leader      *Stream // the Read of this stream holds the token
-	leadWant    *Stream // a Read of this stream waits and may lead
-	peeking     bool    // the leader is in wsio.Conn.Wait
-	interrupted bool    // interruptLeader set a read deadline in the past
-	lingering   bool    // finish set the read deadline: leave it alone
-	leadFailed  bool    // a leader's read failed: the reader reads next
-	leadOK      bool    // the connection supports leader reads
-	leadGen     uint32  // counts the times a Read took the token
+	leader      *Stream       // the Read of this stream holds the token
+	leadWant    *Stream       // a Read of this stream waits and may lead
+	peeking     bool          // the leader is in wsio.Conn.Wait
+	interrupted bool          // interruptLeader set a read deadline in the past
+	lingering   bool          // finish set the read deadline: leave it alone
+	leadFailed  bool          // a leader's read failed: the reader reads next
+	leadOK      bool          // the connection supports leader reads
+	leadGen     uint32        // counts the times a Read took the token
+	tickDue     time.Duration // session clock: when the reader goroutine's next check fires
+	ticks       uint64        // checks the reader goroutine made (tests)
 	tokCh       chan struct{}
 	tokTimer    *time.Timer
 
