@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/wsmux/wsmux/internal/loopback"
 )
 
 // Session is one side of a connection under test.
@@ -221,31 +223,13 @@ func listen(tb testing.TB) net.Listener {
 // first. Both are added to conns.
 func tcpPair(tb testing.TB, conns *connSet) (client, server net.Conn) {
 	tb.Helper()
-	ln := listen(tb)
-	defer ln.Close()
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		c, err := ln.Accept()
-		ch <- result{c, err}
-	}()
-	client, err := net.Dial("tcp", ln.Addr().String())
+	client, server, err := loopback.Pair()
 	if err != nil {
-		ln.Close()
-		<-ch
-		tb.Fatalf("bench: dial: %v", err)
-	}
-	r := <-ch
-	if r.err != nil {
-		client.Close()
-		tb.Fatalf("bench: accept: %v", r.err)
+		tb.Fatalf("bench: loopback connection: %v", err)
 	}
 	conns.add(client)
-	conns.add(r.c)
-	return client, r.c
+	conns.add(server)
+	return client, server
 }
 
 // closeBounded runs the close functions concurrently, tracked by wg, and waits

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/internal/loopback"
 	"github.com/wsmux/wsmux/mux"
 )
 
@@ -172,34 +173,6 @@ type pair struct {
 	tcp   bool // over loopback TCP (SessionPairTCP), not net.Pipe
 }
 
-// tcpConns returns both ends of a new loopback TCP connection.
-func tcpConns() (net.Conn, net.Conn, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, err
-	}
-	defer ln.Close()
-	type res struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		c, err := ln.Accept()
-		ch <- res{c, err}
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		return nil, nil, err
-	}
-	r := <-ch
-	if r.err != nil {
-		a.Close()
-		return nil, nil, r.err
-	}
-	return a, r.c, nil
-}
-
 func newPair(data []byte, clk Clock) *pair {
 	in := &flowInput{b: data}
 	p := &pair{in: in, clk: clk, byID: map[uint32]*pairStream{}}
@@ -218,7 +191,7 @@ func (p *pair) run() error {
 	var a, b net.Conn
 	var err error
 	if p.tcp {
-		if a, b, err = tcpConns(); err != nil {
+		if a, b, err = loopback.Pair(); err != nil {
 			return err
 		}
 	} else {

@@ -51,6 +51,11 @@ func TestFuzzRegressions(t *testing.T) {
 		// Timing-dependent here; mux.TestFirstBatchCountsPreface is the
 		// deterministic test.
 		{"FuzzSessionPair", "regress-first-batch-over-peer-max-message", "first message over the peer's MaxMessageSize"},
+		// The two FuzzSessionPair regressions again over loopback TCP
+		// (leader reads, spliced writes): FuzzSessionPairTCP's corpus
+		// started as a copy of FuzzSessionPair's.
+		{"FuzzSessionPairTCP", "regress-write-after-half-close", "write queued after a half-close, over TCP"},
+		{"FuzzSessionPairTCP", "regress-first-batch-over-peer-max-message", "first message over the peer's MaxMessageSize, over TCP"},
 	}
 	for _, tt := range regressions {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,6 +65,10 @@ func TestFuzzRegressions(t *testing.T) {
 				runSession(t, data)
 			case "FuzzSessionPair":
 				runPair(t, data)
+			case "FuzzSessionPairTCP":
+				if err := SessionPairTCP(data); err != nil {
+					t.Fatal(err)
+				}
 			default:
 				t.Fatalf("unknown target %s", tt.target)
 			}

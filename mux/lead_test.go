@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/internal/loopback"
 )
 
 // Leader reads (lead.go): a Read that waits reads the socket itself.
@@ -316,18 +317,8 @@ func TestLeaderReadFails(t *testing.T) {
 // tcpConns returns both ends of a loopback TCP connection.
 func tcpConns(t testing.TB) (net.Conn, net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	a, b, err := loopback.Pair()
 	require.NoError(t, err)
-	defer ln.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		acc <- c
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	require.NoError(t, err)
-	b := <-acc
-	require.NotNil(t, b)
 	return a, b
 }
 

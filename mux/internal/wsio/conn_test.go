@@ -14,6 +14,8 @@ import (
 
 	"github.com/gobwas/ws"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wsmux/wsmux/internal/loopback"
 )
 
 // connPair returns two connected net.Conns over the named transport.
@@ -24,23 +26,9 @@ func connPair(t *testing.T, transport string) (net.Conn, net.Conn) {
 		a, b := net.Pipe()
 		return a, b
 	case "tcp":
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		a, b, err := loopback.Pair()
 		require.NoError(t, err)
-		defer ln.Close()
-		type res struct {
-			c   net.Conn
-			err error
-		}
-		ch := make(chan res, 1)
-		go func() {
-			c, err := ln.Accept()
-			ch <- res{c, err}
-		}()
-		a, err := net.Dial("tcp", ln.Addr().String())
-		require.NoError(t, err)
-		r := <-ch
-		require.NoError(t, r.err)
-		return a, r.c
+		return a, b
 	}
 	t.Fatalf("unknown transport %q", transport)
 	return nil, nil
