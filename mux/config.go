@@ -134,6 +134,7 @@ const (
 const (
 	pingRate          = 10               // received PINGs per second (token bucket)
 	pingBurst         = 50               // bucket size
+	pingOutBurst      = 20               // our own PINGs: bucket size (at pingRate), well under a peer's pingBurst
 	maxQueuedPingAcks = 32               // PING ACKs waiting for the writer
 	maxUrgent         = 1000             // urgent queue entries induced by the peer
 	budgetWindow      = 10 * time.Second // window of the counters below

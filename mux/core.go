@@ -94,6 +94,14 @@ type core struct {
 	stalled                          bool          // data queued, peer's session window at zero
 	stallSince                       time.Duration // since when
 
+	// Our own PINGs, whatever asks for them (Ping, keepalive, RTT
+	// probes), stay under the rate a wsmux peer accepts: a bucket of
+	// pingOutBurst at pingRate. A PING asked for without a token goes
+	// out when one comes (pingWanted; the writer's timer).
+	pingOutTokens float64
+	pingOutAt     time.Duration
+	pingWanted    bool
+
 	// Shutdown.
 	goawaySent, goawayRecv bool
 	goawayCode             frame.ErrorCode // the code of the GOAWAY we sent
@@ -247,6 +255,7 @@ func newCore(cfg *Config, client bool, stats *statsCounters, now time.Duration) 
 	c.idleTimeout = cfg.IdleTimeout
 	c.settingsBy = now + cfg.SettingsTimeout
 	c.pingTokens, c.pingTokensAt = pingBurst, now
+	c.pingOutTokens, c.pingOutAt = pingOutBurst, now
 	c.youngResets.start, c.useless.start = now, now
 	return c
 }
@@ -652,6 +661,17 @@ func (c *core) sendPing(now time.Duration) {
 	if c.pingOut || c.err != nil {
 		return
 	}
+	c.pingOutTokens = min(float64(pingOutBurst), c.pingOutTokens+float64(now-c.pingOutAt)*pingRate/float64(time.Second))
+	c.pingOutAt = now
+	if c.pingOutTokens < 1 {
+		if !c.pingWanted {
+			c.pingWanted = true // nextTimer: when the next token comes
+			c.wake()
+		}
+		return
+	}
+	c.pingOutTokens--
+	c.pingWanted = false
 	c.pingOut = true
 	c.pingOpaque++
 	c.pingSentAt = now
@@ -704,6 +724,19 @@ func (c *core) tick(now time.Duration) {
 	if c.gotSettings && now < c.sharedUntil && now-c.lastPingAt >= shareProbe {
 		c.sendPing(now) // minimum-RTT sample for the shared-connection cap
 	}
+	if c.pingWanted {
+		c.sendPing(now) // one asked for while the bucket was empty
+	}
+}
+
+// pingReadyAt returns the earliest time at or after now at which the
+// outbound PING bucket holds a token.
+func (c *core) pingReadyAt(now time.Duration) time.Duration {
+	tokens := c.pingOutTokens + float64(now-c.pingOutAt)*pingRate/float64(time.Second)
+	if tokens >= 1 {
+		return now
+	}
+	return now + time.Duration((1-tokens)*float64(time.Second)/pingRate) + 1
 }
 
 // nextTimer returns when tick must run next (relative to now), or -1.
@@ -728,8 +761,11 @@ func (c *core) nextTimer(now time.Duration) time.Duration {
 			at(c.lastRecv + c.cfg.KeepAliveTimeout)
 		}
 		if !c.pingOut {
-			at(c.lastSend + c.cfg.KeepAliveInterval)
+			at(max(c.lastSend+c.cfg.KeepAliveInterval, c.pingReadyAt(now)))
 		}
+	}
+	if c.pingWanted && !c.pingOut {
+		at(c.pingReadyAt(now))
 	}
 	if c.idleTimeout > 0 {
 		at(c.lastActivity + c.idleTimeout)

@@ -675,7 +675,10 @@ func (s *Session) LocalAddr() net.Addr { return s.conn.LocalAddr() }
 func (s *Session) RemoteAddr() net.Addr { return s.conn.RemoteAddr() }
 
 // Ping sends a PING and returns the round-trip time when its answer comes.
-// Only one PING is outstanding at a time: concurrent calls share it.
+// Only one PING is outstanding at a time: concurrent calls share it. The
+// session sends at most 20 PINGs and then 10 a second (a wsmux peer treats
+// more as a flood), so calls beyond that wait for their turn; ctx bounds
+// the wait.
 func (s *Session) Ping(ctx context.Context) (time.Duration, error) {
 	c := s.c
 	s.mu.Lock()

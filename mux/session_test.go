@@ -417,3 +417,30 @@ func (p *rawPeer) drain() {
 		}
 	}
 }
+
+// Our own PINGs never trip a wsmux peer's PING-flood limit, however fast
+// the application asks (a tight Ping loop on a fast link used to get the
+// session closed with ENHANCE_YOUR_CALM: found by FuzzSessionPair). Pings
+// beyond the outbound burst wait for the bucket, so 200 of them take at
+// least (200 - pingOutBurst) / pingRate of (fake) time, and every one of
+// them gets its answer.
+func TestPingsStayUnderPeerLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs, ss := pipePair(t, nil, nil)
+		start := time.Now()
+		const n = 200
+		for i := range n {
+			_, err := cs.Ping(context.Background())
+			require.NoError(t, err, "ping %d", i)
+		}
+		took := time.Since(start)
+		require.NoError(t, cs.Err())
+		require.NoError(t, ss.Err())
+		require.Zero(t, ss.Stats().Errors[frame.EnhanceYourCalm])
+		min := time.Duration(n-pingOutBurst) * time.Second / pingRate
+		require.GreaterOrEqual(t, took, min-time.Second)
+		require.Less(t, took, min+5*time.Second)
+		require.NoError(t, cs.Close())
+		require.NoError(t, ss.Close())
+	})
+}
