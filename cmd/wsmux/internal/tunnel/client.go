@@ -93,7 +93,21 @@ type ClientConfig struct {
 	// DrainTimeout bounds how long Run waits, after its context ended, for
 	// open connections to finish (default 10 s).
 	DrainTimeout time.Duration
-	Logger       *slog.Logger
+	// Abort, when closed during that drain (a second SIGINT or SIGTERM),
+	// makes Run abort the open connections at once.
+	Abort  <-chan struct{}
+	Logger *slog.Logger
+}
+
+// AbortedError is Run's result when it had to abort open connections:
+// the drain deadline passed or Abort was closed.
+type AbortedError struct {
+	Conns  int    // connections aborted
+	Reason string // "drain deadline passed" or "second signal"
+}
+
+func (e *AbortedError) Error() string {
+	return fmt.Sprintf("aborted %d open connection(s): %s", e.Conns, e.Reason)
 }
 
 // Forwarder listens locally and tunnels every accepted connection over one
@@ -107,6 +121,9 @@ type Forwarder struct {
 
 	mu   sync.Mutex
 	sess *mux.Session
+	// retired are sessions the server sent GOAWAY on: their streams run to
+	// their end (no new ones), then the session closes itself.
+	retired map[*mux.Session]struct{}
 
 	conns sync.WaitGroup
 	cmu   sync.Mutex
@@ -149,7 +166,8 @@ func NewForwarder(cfg ClientConfig, forwards []Forward) (*Forwarder, error) {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 10 * time.Second
 	}
-	f := &Forwarder{cfg: cfg, url: u, log: cfg.Logger, forwards: forwards, live: map[net.Conn]struct{}{}}
+	f := &Forwarder{cfg: cfg, url: u, log: cfg.Logger, forwards: forwards, live: map[net.Conn]struct{}{},
+		retired: map[*mux.Session]struct{}{}}
 	if f.log == nil {
 		f.log = slog.Default()
 	}
@@ -170,8 +188,7 @@ func (f *Forwarder) session(ctx context.Context) (*mux.Session, error) {
 	if f.sess != nil {
 		select {
 		case <-f.sess.CloseChan():
-			f.log.Info("tunnel: session ended; reconnecting on the next connection", "reason", f.sess.Err())
-			f.sess = nil
+			f.sess = nil // logged by its watcher; reconnect below
 		default:
 			return f.sess, nil
 		}
@@ -186,7 +203,49 @@ func (f *Forwarder) session(ctx context.Context) (*mux.Session, error) {
 	}
 	f.log.Info("tunnel: connected", "server", f.url)
 	f.sess = s
+	go f.watch(s)
 	return s, nil
+}
+
+// watch logs how a session ended and forgets it.
+func (f *Forwarder) watch(s *mux.Session) {
+	<-s.CloseChan()
+	err := s.Err()
+	var se *mux.SessionError
+	switch {
+	case errors.As(err, &se) && se.Remote && se.Code == frame.NoError:
+		f.log.Info("tunnel: session ended: the server closed it (GOAWAY NO_ERROR); a new connection opens a new session", "reason", err)
+	case errors.Is(err, mux.ErrSessionClosed) && errors.As(err, &se) && !se.Remote && se.Code == frame.NoError:
+		f.log.Debug("tunnel: session closed", "reason", err)
+	default:
+		f.log.Warn("tunnel: session lost; a new connection opens a new session", "reason", err)
+	}
+	f.mu.Lock()
+	delete(f.retired, s)
+	if f.sess == s {
+		f.sess = nil
+	}
+	f.mu.Unlock()
+}
+
+// retire stops opening streams on s, whose server sent GOAWAY: the streams
+// it carries go on to their end (the session then closes itself, or Run
+// closes it); the next connection dials a new session.
+func (f *Forwarder) retire(s *mux.Session) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sess != s {
+		return
+	}
+	f.sess = nil
+	select {
+	case <-s.CloseChan():
+		return
+	default:
+	}
+	f.retired[s] = struct{}{}
+	f.log.Info("tunnel: the server sent GOAWAY: running connections finish on their session, new ones need a new session",
+		"open_streams", s.NumStreams())
 }
 
 // Listen opens the local listeners.
@@ -241,28 +300,55 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	<-ctx.Done()
 	f.closeListeners()
 	accepting.Wait()
+	f.cmu.Lock()
+	open := len(f.live)
+	f.cmu.Unlock()
+	f.log.Info("tunnel: stopping: no new connections", "open_connections", open, "drain_timeout", f.cfg.DrainTimeout,
+		"hint", "signal again to abort them now")
 	drained := make(chan struct{})
 	go func() { f.conns.Wait(); close(drained) }()
+	var aborted error
+	timer := time.NewTimer(f.cfg.DrainTimeout)
+	defer timer.Stop()
 	select {
 	case <-drained:
-	case <-time.After(f.cfg.DrainTimeout):
-		f.log.Warn("tunnel: drain deadline passed; aborting open connections", "timeout", f.cfg.DrainTimeout)
-		abortAll()
-		f.cmu.Lock()
-		for c := range f.live {
-			abort(c)
-		}
-		f.cmu.Unlock()
-		<-drained
+	case <-timer.C:
+		aborted = f.abortOpen(abortAll, drained, "drain deadline passed")
+	case <-f.cfg.Abort:
+		aborted = f.abortOpen(abortAll, drained, "second signal")
 	}
 	f.mu.Lock()
-	s := f.sess
-	f.sess = nil
+	sessions := make([]*mux.Session, 0, len(f.retired)+1)
+	if f.sess != nil {
+		sessions = append(sessions, f.sess)
+	}
+	for s := range f.retired {
+		sessions = append(sessions, s)
+	}
+	f.sess, f.retired = nil, map[*mux.Session]struct{}{}
 	f.mu.Unlock()
-	if s != nil {
+	for _, s := range sessions {
 		_ = s.Close()
 	}
-	return nil
+	return aborted
+}
+
+// abortOpen aborts every open connection, waits for their handlers and
+// returns the *AbortedError to report (nil if none was left).
+func (f *Forwarder) abortOpen(abortAll func(), drained <-chan struct{}, reason string) error {
+	abortAll()
+	f.cmu.Lock()
+	n := len(f.live)
+	for c := range f.live {
+		abort(c)
+	}
+	f.cmu.Unlock()
+	<-drained
+	if n == 0 {
+		return nil
+	}
+	f.log.Warn("tunnel: aborted open connections", "connections", n, "reason", reason)
+	return &AbortedError{Conns: n, Reason: reason}
 }
 
 func (f *Forwarder) acceptLoop(ctx, hard context.Context, ln net.Listener, target string) {
@@ -304,9 +390,12 @@ func (f *Forwarder) handle(ctx context.Context, c net.Conn, target string) {
 	splice(st, c, false)
 }
 
-// open opens a stream to target, redialling the session if it went away
-// meanwhile, and retrying (with a short backoff) opens the server refused
-// unprocessed (REFUSED_STREAM: its queue was full).
+// open opens a stream to target. When the server sent GOAWAY (Open fails
+// with mux.ErrGoAway, or the stream is refused because of it) the session
+// is retired, not closed: the connections it carries run to their end, and
+// the open is retried on a new session. Opens the server refused
+// unprocessed (REFUSED_STREAM without a reason: its queue was full) are
+// retried with a short backoff.
 func (f *Forwarder) open(ctx context.Context, target string) (*mux.Stream, error) {
 	h := http.Header{TargetHeader: {target}}
 	var err error
@@ -320,22 +409,25 @@ func (f *Forwarder) open(ctx context.Context, target string) (*mux.Stream, error
 		if st, err = s.Open(ctx, h); err == nil {
 			return st, nil
 		}
-		se := (*mux.StreamError)(nil)
+		var se *mux.StreamError
 		refused := errors.As(err, &se) && se.Code == frame.RefusedStream
-		if refused && se.Reason == "" {
-			time.Sleep(backoff)
+		switch {
+		case errors.Is(err, mux.ErrGoAway), refused && se.Reason == "GOAWAY":
+			f.retire(s)
+		case errors.Is(err, mux.ErrSessionClosed):
+			// Gone: session() notices and redials.
+		case refused && se.Reason == "":
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			}
 			backoff *= 2
-			continue
-		}
-		if !refused && !errors.Is(err, mux.ErrGoAway) && !errors.Is(err, mux.ErrSessionClosed) {
+		default:
 			return nil, err
 		}
-		f.mu.Lock()
-		if f.sess == s {
-			f.sess = nil
-			go s.Close()
-		}
-		f.mu.Unlock()
 	}
 	return nil, err
 }

@@ -1,0 +1,105 @@
+package tunnel
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
+)
+
+// TestDrainKeepsRunningTransfers is issue 19's first bug: the server
+// drains (SIGTERM's path: ops.Serve's context ends, GOAWAY goes out), and
+// while a transfer through the forwarder is half done a new connection
+// arrives at the forward's port. The new connection is refused (the
+// server takes no new streams); the running transfer must still finish
+// intact. At 7f0589a the forwarder closed its whole session when the new
+// open failed with the GOAWAY, resetting the running transfer.
+func TestDrainKeepsRunningTransfers(t *testing.T) {
+	first, rest := randBytes(1<<20), randBytes(2<<20)
+	release := make(chan struct{})
+	target := tcpServer(t, func(c net.Conn) {
+		if _, err := c.Write(first); err != nil {
+			return
+		}
+		select {
+		case <-release:
+		case <-time.After(20 * time.Second):
+			return
+		}
+		_, _ = c.Write(rest)
+	})
+	srv, err := NewServer(ServerConfig{Allow: []string{target}, Auth: auth.New([]string{testToken}, nil), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan error, 1)
+	go func() {
+		served <- ops.Serve(ctx, ln, srv.Handler(), ops.ServerOptions{ShutdownTimeout: 20 * time.Second, Logger: testLogger(t)},
+			srv.Metrics().Sessions, srv.Health())
+	}()
+	_, addrs := startForwarder(t, "http://"+ln.Addr().String(), testToken, target)
+
+	c, err := net.Dial("tcp", addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).CloseWrite() // a download: nothing to send
+	got := make([]byte, len(first))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatalf("first half: %v", err)
+	}
+
+	stop() // SIGTERM to the server: GOAWAY, drain for 20 s
+
+	// New connections are refused while the server drains; one may slip
+	// in before the GOAWAY arrives and finish normally. Each is closed
+	// either way (what the forwarder does with them is the point).
+	for i := 0; ; i++ {
+		nc, err := net.Dial("tcp", addrs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.(*net.TCPConn).CloseWrite()
+		_ = nc.SetReadDeadline(time.Now().Add(15 * time.Second))
+		n, err := io.Copy(io.Discard, nc)
+		nc.Close()
+		if err != nil || n == 0 {
+			break // refused: reset or closed without a byte
+		}
+		if i > 50 {
+			t.Fatal("new connections still served during the drain")
+		}
+	}
+
+	close(release)
+	tail, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("the running transfer died during the drain after %d of %d bytes: %v",
+			len(first)+len(tail), len(first)+len(rest), err)
+	}
+	if !bytes.Equal(got, first) || !bytes.Equal(tail, rest) {
+		t.Fatalf("the running transfer got %d+%d bytes, want %d+%d intact", len(got), len(tail), len(first), len(rest))
+	}
+	select {
+	case err := <-served:
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Serve did not return after the last stream ended")
+	}
+	srv.Wait()
+}
