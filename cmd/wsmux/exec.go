@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -34,14 +35,17 @@ the gateway rejects the credentials.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
 			switch {
-			case len(args) == 0:
-				return usageErrorf("POD is required")
+			case len(args) == 0, dash == 0:
+				return usageErrorf("POD is required: wsmux exec POD -- COMMAND [ARG...]")
 			case dash == -1 && len(args) < 2, dash == len(args):
 				return usageErrorf("COMMAND is required: wsmux exec POD -- COMMAND [ARG...]")
 			case dash > 1:
 				return usageErrorf("exactly one POD before --, got %v", args[:dash])
 			}
-			return nil
+			if err := checkName("POD", args[0]); err != nil {
+				return err
+			}
+			return checkName("--namespace", namespace)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			token, tlsCfg, err := cf.load()
@@ -66,8 +70,9 @@ the gateway rejects the credentials.`,
 			}
 			ctx, cancel := a.signalContext()
 			defer cancel()
-			err = kubeclient.Exec(ctx, kubeclient.Options{Server: cf.server, Token: token, TLS: tlsCfg}, opts)
-			return execError(err)
+			o := kubeclient.Options{Server: cf.server, Token: token, TLS: tlsCfg, DialTimeout: cf.dialTimeout}
+			err = kubeclient.Exec(ctx, o, opts)
+			return execError(err, cf, o.RequestLine(namespace, pod, "exec"))
 		},
 	}
 	cf.register(c)
@@ -79,8 +84,10 @@ the gateway rejects the credentials.`,
 	return c
 }
 
-// execError maps a remote exit status and an auth refusal to exit codes.
-func execError(err error) error {
+// execError maps a remote exit status to the exit code, and a failed
+// connection to an error that says what to do (exit code 3 for rejected
+// credentials). what names the request as it goes on the wire.
+func execError(err error, cf clientFlags, what string) error {
 	if err == nil {
 		return nil
 	}
@@ -88,12 +95,19 @@ func execError(err error) error {
 	if errors.As(err, &ee) && ee.Exited() {
 		return &codeError{code: ee.ExitStatus(), err: fmt.Errorf("command terminated with exit code %d", ee.ExitStatus())}
 	}
-	var ae *kubeclient.AuthError
-	if errors.As(err, &ae) {
-		return authError(err)
-	}
-	return err
+	return connectError(err, cf.server, what, cf.dialTimeout)
 }
+
+// checkName validates a namespace or pod name (a DNS-1123 subdomain, as
+// the gateway accepts) before anything connects.
+func checkName(what, name string) error {
+	if name == "" || len(name) > 253 || !podNameRE.MatchString(name) {
+		return usageErrorf("%s %q: want a Kubernetes name (lower-case letters, digits, '-' and '.')", what, name)
+	}
+	return nil
+}
+
+var podNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 
 // setupTTY puts the local terminal in raw mode and returns the restore
 // function and a size queue fed by SIGWINCH. ok is false (with a warning)

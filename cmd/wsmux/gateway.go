@@ -14,6 +14,7 @@ import (
 func newGatewayCmd(a *app) *cobra.Command {
 	var sf serverFlags
 	var clientCA, kubeconfig, kubeContext, upstream string
+	var lf limitFlags
 	c := &cobra.Command{
 		Use:   "gateway --listen ADDR --token-file FILE [--client-ca CA] --kubeconfig FILE",
 		Short: "Authenticated exec/attach/port-forward gateway in front of a Kubernetes cluster",
@@ -46,18 +47,24 @@ finish for --shutdown-timeout, then close what is left.`,
       --token-file tokens --client-ca clients-ca.crt --kubeconfig gateway.kubeconfig`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := sf.validate(); err != nil {
-				return err
-			}
 			if sf.tokenFile == "" && clientCA == "" {
 				return usageErrorf("--token-file or --client-ca is required: the gateway never runs unauthenticated")
 			}
 			if clientCA != "" && sf.tlsCert == "" {
 				return usageErrorf("--client-ca needs --tls-cert/--tls-key (client certificates need TLS)")
 			}
+			if upstream != gateway.UpstreamSPDY && upstream != gateway.UpstreamWsmux {
+				return usageErrorf("--upstream %q: want spdy or wsmux", upstream)
+			}
+			if err := lf.validate(); err != nil {
+				return err
+			}
+			if err := sf.validate(); err != nil {
+				return err
+			}
 			var tokens []string
 			if sf.tokenFile != "" {
-				t, err := auth.ReadTokens(sf.tokenFile)
+				t, err := readTokens(sf.tokenFile)
 				if err != nil {
 					return err
 				}
@@ -67,16 +74,16 @@ finish for --shutdown-timeout, then close what is left.`,
 			if clientCA != "" {
 				p, err := auth.LoadCertPool(clientCA)
 				if err != nil {
-					return err
+					return usageErrorf("--client-ca: %v", err)
 				}
 				pool = p
 			}
 			cluster, err := loadCluster(kubeconfig, kubeContext)
 			if err != nil {
-				return err
+				return usageErrorf("--kubeconfig: %v: pass a kubeconfig for the cluster (or run in a pod)", err)
 			}
 			g, err := gateway.New(gateway.Config{
-				Auth: auth.New(tokens, pool), Cluster: cluster, Upstream: upstream, Logger: a.log,
+				Auth: auth.New(tokens, pool), Cluster: cluster, Upstream: upstream, Limits: lf.limits(), Logger: a.log,
 			})
 			if err != nil {
 				return usageErrorf("%v", err)
@@ -91,6 +98,7 @@ finish for --shutdown-timeout, then close what is left.`,
 	fl.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig with the cluster and the credentials to reach it (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fl.StringVar(&kubeContext, "context", "", "kubeconfig context to use (default: its current context)")
 	fl.StringVar(&upstream, "upstream", gateway.UpstreamSPDY, "protocol spoken to the cluster: spdy or wsmux")
+	lf.register(c, false)
 	return c
 }
 

@@ -8,7 +8,8 @@
 //	0  success
 //	1  runtime error (network, server, I/O, a failed remote operation)
 //	2  usage error (unknown command or flag, bad or missing arguments)
-//	3  authentication failure (a client's credentials were rejected: 401/403)
+//	3  authentication failure (the server rejected a client's credentials: 401;
+//	   a 403 means the server does not speak wsmux or forbids the request: 1)
 //
 // `wsmux exec` exits with the remote command's exit status when the command
 // ran and failed with one, as kubectl exec does.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -50,17 +51,76 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	logLevel       string
+	logFormat      string
 	log            *slog.Logger
 	// ctx, when set, replaces the signal context (tests).
 	ctx context.Context
+	// abort is closed by a second SIGINT or SIGTERM (tests close it
+	// themselves): drains end at once. See signalContext.
+	abort     chan struct{}
+	abortOnce sync.Once
+	closeOnce sync.Once
 }
 
-// signalContext is cancelled by SIGINT or SIGTERM (or a.ctx).
+// stopNow closes a.aborted() (the second signal).
+func (a *app) stopNow() {
+	a.aborted()
+	a.closeOnce.Do(func() { close(a.abort) })
+}
+
+// aborted returns the channel a second signal closes.
+func (a *app) aborted() <-chan struct{} {
+	a.abortOnce.Do(func() {
+		if a.abort == nil {
+			a.abort = make(chan struct{})
+		}
+	})
+	return a.abort
+}
+
+// signalContext is cancelled by the first SIGINT or SIGTERM (or a.ctx):
+// servers and forwarders then drain. A second signal closes a.aborted():
+// what is still running is aborted at once, as kubectl, docker and most
+// servers do. Both are logged.
 func (a *app) signalContext() (context.Context, context.CancelFunc) {
+	a.aborted()
 	if a.ctx != nil {
 		return context.WithCancel(a.ctx)
 	}
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			a.log.Info("received "+signalName(sig)+": stopping gracefully; send it again to stop at once", "signal", signalName(sig))
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case sig := <-ch:
+			a.log.Warn("received a second "+signalName(sig)+": stopping at once", "signal", signalName(sig))
+			a.stopNow()
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		close(done)
+		cancel()
+	}
+}
+
+func signalName(sig os.Signal) string {
+	switch sig {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return sig.String()
 }
 
 func newRootCmd(a *app) *cobra.Command {
@@ -75,10 +135,13 @@ Exit codes:
   0  success
   1  runtime error
   2  usage error (unknown command or flag, bad arguments)
-  3  authentication failure (credentials rejected by the server)
+  3  authentication failure (credentials rejected by the server: 401)
 wsmux exec exits with the remote command's status when it ran and failed.
 
-Logs go to standard error as text (log/slog); --log-level sets the threshold.`,
+Logs go to standard error (log/slog) as text, or as JSON with --log-format json;
+--log-level sets the threshold. SIGINT or SIGTERM stops gracefully (servers and
+forwarders drain); a second one stops at once, aborting what still runs
+(exit code 1).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -86,18 +149,29 @@ Logs go to standard error as text (log/slog); --log-level sets the threshold.`,
 			if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
 				return usageErrorf("--log-level %q: want debug, info, warn or error", a.logLevel)
 			}
-			a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
+			opts := &slog.HandlerOptions{Level: lvl}
+			switch a.logFormat {
+			case "text":
+				a.log = slog.New(slog.NewTextHandler(a.stderr, opts))
+			case "json":
+				a.log = slog.New(slog.NewJSONHandler(a.stderr, opts))
+			default:
+				return usageErrorf("--log-format %q: want text or json", a.logFormat)
+			}
 			return nil
 		},
 	}
+	root.Version = versionString()
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log threshold: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format on standard error: text or json")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &codeError{code: exitUsage, err: err}
 	})
-	root.AddCommand(newTunnelCmd(a), newGatewayCmd(a), newExecCmd(a), newPortForwardCmd(a))
+	root.AddCommand(newTunnelCmd(a), newGatewayCmd(a), newExecCmd(a), newPortForwardCmd(a), newVersionCmd())
 	for _, f := range extraCommands {
 		root.AddCommand(f())
 	}
@@ -129,8 +203,10 @@ func exitCode(err error) int {
 	if errors.As(err, &ce) {
 		return ce.code
 	}
+	// Only a 401 is a rejection of the credentials: a 403 comes from a
+	// server that does not speak wsmux (or a proxy refusing the upgrade).
 	var he *mux.HandshakeError
-	if errors.As(err, &he) && (he.StatusCode == 401 || he.StatusCode == 403) {
+	if errors.As(err, &he) && he.StatusCode == 401 {
 		return exitAuth
 	}
 	// cobra's own argument errors are plain errors.

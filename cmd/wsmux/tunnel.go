@@ -2,11 +2,10 @@ package main
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,6 +38,9 @@ type serverFlags struct {
 	tlsCert, tlsKey string
 	tokenFile       string
 	shutdownTimeout time.Duration
+	pprof           bool
+	// cert is the --tls-cert/--tls-key pair, loaded by validate.
+	cert *tls.Certificate
 }
 
 func (f *serverFlags) register(c *cobra.Command, defListen string) {
@@ -47,7 +49,8 @@ func (f *serverFlags) register(c *cobra.Command, defListen string) {
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS/WSS with; needs --tls-key")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file of accepted bearer tokens, one per line (# comments allowed)")
-	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT: how long sessions may drain after GOAWAY before they are closed")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT: how long sessions may drain after GOAWAY before they are closed (a second signal closes them at once)")
+	fl.BoolVar(&f.pprof, "pprof", false, "also serve Go's /debug/pprof/ profiles next to /metrics (no authentication: expose with care)")
 }
 
 // serve listens on --listen and serves h until SIGTERM or SIGINT, then
@@ -55,32 +58,85 @@ func (f *serverFlags) register(c *cobra.Command, defListen string) {
 func (f *serverFlags) serve(a *app, h http.Handler, requestClientCert bool, tr *ops.Tracker, health *ops.Health, what string, kv ...any) error {
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("--listen %s: %w: pick another address or stop what uses it", f.listen, err)
 	}
 	ctx, cancel := a.signalContext()
 	defer cancel()
-	a.log.Info(what+": serving", append([]any{"listen", ln.Addr().String(), "tls", f.tlsCert != ""}, kv...)...)
+	if f.pprof {
+		h = ops.WithPprof(h)
+	}
+	a.log.Info(what+": serving", append([]any{"listen", ln.Addr().String(), "tls", f.cert != nil, "pprof", f.pprof}, kv...)...)
 	return ops.Serve(ctx, ln, h, ops.ServerOptions{
-		TLSCert: f.tlsCert, TLSKey: f.tlsKey, RequestClientCert: requestClientCert,
-		ShutdownTimeout: f.shutdownTimeout, Logger: a.log,
+		Certificate: f.cert, RequestClientCert: requestClientCert,
+		ShutdownTimeout: f.shutdownTimeout, Abort: a.aborted(), Logger: a.log,
 	}, tr, health)
 }
 
+// validate checks the listening flags, and loads the TLS pair, before
+// anything is logged or listened on.
 func (f *serverFlags) validate() error {
-	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return usageErrorf("--tls-cert and --tls-key go together")
+	if err := checkListen("--listen", f.listen); err != nil {
+		return err
 	}
-	if f.listen == "" {
-		return usageErrorf("--listen is required")
+	if f.shutdownTimeout <= 0 {
+		return usageErrorf("--shutdown-timeout %s: want a positive duration, for example 30s", f.shutdownTimeout)
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return usageErrorf("--tls-cert and --tls-key go together: pass both (the certificate and its private key) or neither")
+	}
+	if f.tlsCert != "" {
+		cert, err := loadKeyPair("--tls-cert", "--tls-key", f.tlsCert, f.tlsKey)
+		if err != nil {
+			return err
+		}
+		f.cert = cert
 	}
 	return nil
+}
+
+// checkListen validates a HOST:PORT to listen on.
+func checkListen(flag, addr string) error {
+	if addr == "" {
+		return usageErrorf("%s is required: HOST:PORT, for example 127.0.0.1:8080 (or :8080 for every interface)", flag)
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usageErrorf("%s %q: want HOST:PORT, for example 127.0.0.1:8080 (or :8080 for every interface)", flag, addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return usageErrorf("%s %q: port %q: want a number from 0 to 65535", flag, addr, port)
+	}
+	return nil
+}
+
+// loadKeyPair loads a PEM certificate and key named by two flags; swapped
+// files and other mistakes are usage errors that name the flags.
+func loadKeyPair(certFlag, keyFlag, certFile, keyFile string) (*tls.Certificate, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err == nil {
+		return &cert, nil
+	}
+	if _, err2 := tls.LoadX509KeyPair(keyFile, certFile); err2 == nil {
+		return nil, usageErrorf("%s %s and %s %s are swapped: pass the certificate to %s and the private key to %s",
+			certFlag, certFile, keyFlag, keyFile, certFlag, keyFlag)
+	}
+	return nil, usageErrorf("%s %s / %s %s: %v", certFlag, certFile, keyFlag, keyFile, err)
+}
+
+// readTokens reads a server's --token-file (a usage error naming the flag).
+func readTokens(path string) ([]string, error) {
+	t, err := auth.ReadTokens(path)
+	if err != nil {
+		return nil, usageErrorf("--token-file: %v", err)
+	}
+	return t, nil
 }
 
 func newTunnelServeCmd(a *app) *cobra.Command {
 	var sf serverFlags
 	var allow []string
 	var dialTimeout time.Duration
-	var maxStreams int
+	var lf limitFlags
 	c := &cobra.Command{
 		Use:   "serve --listen ADDR --allow HOST:PORT[,HOST:PORT...] --token-file FILE",
 		Short: "Accept tunnel sessions and forward their streams to allow-listed targets",
@@ -98,24 +154,35 @@ for --shutdown-timeout, then close what is left.`,
 		Example: `  wsmux tunnel serve --listen 127.0.0.1:8443 --allow 127.0.0.1:5432,db.internal:5432 --token-file tokens`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(allow) == 0 {
+				return usageErrorf("--allow is required: the targets this server may dial, HOST:PORT")
+			}
+			if sf.tokenFile == "" {
+				return usageErrorf("--token-file is required: a file of accepted bearer tokens, one per line")
+			}
+			if dialTimeout <= 0 {
+				return usageErrorf("--dial-timeout %s: want a positive duration, for example 10s", dialTimeout)
+			}
+			if err := lf.validate(); err != nil {
+				return err
+			}
 			if err := sf.validate(); err != nil {
 				return err
 			}
-			if len(allow) == 0 {
-				return usageErrorf("--allow is required: the targets this server may dial")
-			}
-			if sf.tokenFile == "" {
-				return usageErrorf("--token-file is required")
-			}
-			tokens, err := auth.ReadTokens(sf.tokenFile)
+			tokens, err := readTokens(sf.tokenFile)
 			if err != nil {
 				return err
+			}
+			mc := &mux.Config{MaxStreams: lf.streams}
+			if sf.shutdownTimeout > mux.DefaultConfig().CloseTimeout {
+				mc.CloseTimeout = sf.shutdownTimeout // a GOAWAY drain may last --shutdown-timeout
 			}
 			srv, err := tunnel.NewServer(tunnel.ServerConfig{
 				Allow:       allow,
 				Auth:        auth.New(tokens, nil),
 				DialTimeout: dialTimeout,
-				Mux:         &mux.Config{MaxStreams: maxStreams},
+				Mux:         mc,
+				Limits:      lf.limits(),
 				Logger:      a.log,
 			})
 			if err != nil {
@@ -129,7 +196,7 @@ for --shutdown-timeout, then close what is left.`,
 	sf.register(c, "127.0.0.1:8080")
 	c.Flags().StringSliceVar(&allow, "allow", nil, "targets that may be dialled, HOST:PORT, comma-separated or repeated (required)")
 	c.Flags().DurationVar(&dialTimeout, "dial-timeout", 10*time.Second, "timeout of each target dial")
-	c.Flags().IntVar(&maxStreams, "max-streams", 1000, "concurrent streams (tunnelled connections) per session")
+	lf.register(c, true)
 	return c
 }
 
@@ -141,6 +208,7 @@ type clientFlags struct {
 	clientCert         string
 	clientKey          string
 	insecureSkipVerify bool
+	dialTimeout        time.Duration
 }
 
 func (f *clientFlags) register(c *cobra.Command) {
@@ -151,25 +219,30 @@ func (f *clientFlags) register(c *cobra.Command) {
 	fl.StringVar(&f.clientCert, "client-cert", "", "PEM client certificate for mutual TLS; needs --client-key")
 	fl.StringVar(&f.clientKey, "client-key", "", "PEM private key of --client-cert")
 	fl.BoolVar(&f.insecureSkipVerify, "insecure-skip-tls-verify", false, "do not verify the server's certificate (testing only)")
+	fl.DurationVar(&f.dialTimeout, "dial-timeout", 10*time.Second, "how long connecting to the server (TCP, TLS and the WebSocket upgrade) may take")
 }
 
-// load returns the token (may be empty with a client certificate) and the
-// TLS configuration.
+// load checks the flags and returns the token (may be empty with a client
+// certificate) and the TLS configuration. Every mistake is a usage error
+// naming its flag; nothing connects yet.
 func (f *clientFlags) load() (string, *tls.Config, error) {
-	if f.server == "" {
-		return "", nil, usageErrorf("--server is required")
+	if err := checkServerURL(f.server); err != nil {
+		return "", nil, err
+	}
+	if f.dialTimeout <= 0 {
+		return "", nil, usageErrorf("--dial-timeout %s: want a positive duration, for example 10s", f.dialTimeout)
 	}
 	if (f.clientCert == "") != (f.clientKey == "") {
-		return "", nil, usageErrorf("--client-cert and --client-key go together")
+		return "", nil, usageErrorf("--client-cert and --client-key go together: pass both or neither")
 	}
 	if f.tokenFile == "" && f.clientCert == "" {
-		return "", nil, usageErrorf("--token-file (or --client-cert/--client-key) is required")
+		return "", nil, usageErrorf("--token-file (or --client-cert/--client-key) is required: the credentials to present")
 	}
 	var token string
 	if f.tokenFile != "" {
 		t, err := auth.ReadToken(f.tokenFile)
 		if err != nil {
-			return "", nil, err
+			return "", nil, usageErrorf("--token-file: %v", err)
 		}
 		token = t
 	}
@@ -177,16 +250,16 @@ func (f *clientFlags) load() (string, *tls.Config, error) {
 	if f.caFile != "" {
 		p, err := auth.LoadCertPool(f.caFile)
 		if err != nil {
-			return "", nil, err
+			return "", nil, usageErrorf("--ca-file: %v", err)
 		}
 		cfg.RootCAs = p
 	}
 	if f.clientCert != "" {
-		cert, err := tls.LoadX509KeyPair(f.clientCert, f.clientKey)
+		cert, err := loadKeyPair("--client-cert", "--client-key", f.clientCert, f.clientKey)
 		if err != nil {
 			return "", nil, err
 		}
-		cfg.Certificates = []tls.Certificate{cert}
+		cfg.Certificates = []tls.Certificate{*cert}
 	}
 	return token, cfg, nil
 }
@@ -207,10 +280,6 @@ Runs until SIGINT or SIGTERM; open connections then get --drain-timeout.`,
 		Example: `  wsmux tunnel forward --server http://127.0.0.1:8443 --token-file token 15432:127.0.0.1:5432`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			token, tlsCfg, err := cf.load()
-			if err != nil {
-				return err
-			}
 			var fws []tunnel.Forward
 			for _, s := range args {
 				fw, err := tunnel.ParseForward(s)
@@ -219,29 +288,36 @@ Runs until SIGINT or SIGTERM; open connections then get --drain-timeout.`,
 				}
 				fws = append(fws, fw)
 			}
+			if drain <= 0 {
+				return usageErrorf("--drain-timeout %s: want a positive duration, for example 10s", drain)
+			}
+			token, tlsCfg, err := cf.load()
+			if err != nil {
+				return err
+			}
 			f, err := tunnel.NewForwarder(tunnel.ClientConfig{
-				Server: cf.server, Token: token, TLS: tlsCfg, DrainTimeout: drain, Logger: a.log,
+				Server: cf.server, Token: token, TLS: tlsCfg, DialTimeout: cf.dialTimeout, DrainTimeout: drain,
+				Abort: a.aborted(), Logger: a.log,
 			}, fws)
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
+			// The local ports first: a port in use fails before anything
+			// connects to the server.
+			if err := f.Listen(); err != nil {
+				return err
+			}
 			ctx, cancel := a.signalContext()
 			defer cancel()
 			if err := f.Connect(ctx); err != nil {
-				var he *mux.HandshakeError
-				if errors.As(err, &he) && (he.StatusCode == 401 || he.StatusCode == 403) {
-					return authError(fmt.Errorf("%s rejected the credentials (%d): %s", cf.server, he.StatusCode,
-						strings.TrimSpace(string(he.Body))))
-				}
-				return err
-			}
-			if err := f.Listen(); err != nil {
-				return err
+				f.Close()
+				u, _ := tunnel.WebSocketURL(cf.server, tunnel.DefaultPath)
+				return connectError(err, cf.server, "GET "+u+" (WebSocket upgrade)", cf.dialTimeout)
 			}
 			return f.Run(ctx)
 		},
 	}
 	cf.register(c)
-	c.Flags().DurationVar(&drain, "drain-timeout", 10*time.Second, "on SIGINT/SIGTERM: how long open connections may finish")
+	c.Flags().DurationVar(&drain, "drain-timeout", 10*time.Second, "on SIGINT/SIGTERM: how long open connections may finish (a second signal aborts them at once)")
 	return c
 }

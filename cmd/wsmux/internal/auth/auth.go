@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -54,7 +55,8 @@ type Error struct {
 
 func (e *Error) Error() string { return "unauthorized: " + e.Detail }
 
-// Authenticate returns who the caller is ("token" or "cert:<subject CN>"),
+// Authenticate returns who the caller is ("token#N", N the token's
+// position among the accepted tokens from 1, or "cert:<subject CN>"),
 // or an *Error. A verified client certificate is enough; otherwise an
 // "Authorization: Bearer <token>" header must carry an accepted token. A
 // client certificate that does not verify is rejected even if a token is
@@ -84,21 +86,25 @@ func (a *Authenticator) Authenticate(r *http.Request) (string, error) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
 		return "", &Error{Reason: ReasonBadRequest, Detail: "Authorization header is not \"Bearer <token>\""}
 	}
-	if !a.tokenOK(strings.TrimSpace(tok)) {
+	n := a.tokenIndex(strings.TrimSpace(tok))
+	if n == 0 {
 		return "", &Error{Reason: ReasonBadToken, Detail: "invalid bearer token"}
 	}
-	return "token", nil
+	return "token#" + strconv.Itoa(n), nil
 }
 
-// tokenOK compares tok with every accepted token in constant time (no early
-// exit on a match either).
-func (a *Authenticator) tokenOK(tok string) bool {
+// tokenIndex compares tok with every accepted token in constant time (no
+// early exit on a match either) and returns the position of the first
+// match from 1, or 0.
+func (a *Authenticator) tokenIndex(tok string) int {
 	d := sha256.Sum256([]byte(tok))
-	match := 0
+	idx := 0
 	for i := range a.digests {
-		match |= subtle.ConstantTimeCompare(d[:], a.digests[i][:])
+		eq := subtle.ConstantTimeCompare(d[:], a.digests[i][:])
+		first := eq & subtle.ConstantTimeEq(int32(idx), 0)
+		idx = subtle.ConstantTimeSelect(first, i+1, idx)
 	}
-	return match == 1
+	return idx
 }
 
 // Reject answers 401 with a plain-text body naming the failure.

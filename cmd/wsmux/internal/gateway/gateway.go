@@ -43,8 +43,12 @@ type Config struct {
 	// Upstream is the protocol spoken to the cluster: "spdy" (default;
 	// every Kubernetes) or "wsmux" (an upstream that speaks wsmux).
 	Upstream string
-	Logger   *slog.Logger
-	Metrics  *ops.Metrics
+	// Limits are the per-caller limits: sessions (429 beyond), upstream
+	// dials per second (429 beyond), streams per wsmux session and the
+	// bytes a caller's wsmux sessions may buffer. Zero: none.
+	Limits  ops.Limits
+	Logger  *slog.Logger
+	Metrics *ops.Metrics
 }
 
 // Gateway is the gateway's HTTP handler.
@@ -54,6 +58,8 @@ type Gateway struct {
 	log    *slog.Logger
 	m      *ops.Metrics
 	health ops.Health
+	lim    *ops.Limiter
+	muxCfg *mux.Config // downstream wsmux sessions
 }
 
 // New validates cfg and returns a Gateway.
@@ -87,6 +93,12 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if g.m == nil {
 		g.m = ops.NewMetrics()
+	}
+	g.lim = ops.NewLimiter(cfg.Limits, g.m)
+	g.muxCfg = &mux.Config{}
+	g.lim.ApplyBuffer(g.muxCfg)
+	if err := g.muxCfg.Validate(); err != nil {
+		return nil, fmt.Errorf("gateway: limits: %w", err)
 	}
 	return g, nil
 }
@@ -160,7 +172,7 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 	var proto string
 	switch {
 	case wsmuxhttpstream.IsWsmuxRequest(r):
-		up, proto = wsmuxhttpstream.NewResponseUpgraderForStreaming(), "wsmux"
+		up, proto = wsmuxhttpstream.NewResponseUpgraderWithConfig(g.muxCfg), "wsmux"
 	case k8shttpstream.IsUpgradeRequest(r) && isSPDYUpgrade(r):
 		up, proto = spdy.NewResponseUpgrader(), "spdy"
 	default:
@@ -174,6 +186,19 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 	}
 	log := g.log.With("remote", r.RemoteAddr, "caller", who, "namespace", t.Namespace, "pod", t.Pod,
 		"subresource", t.Subresource, "protocol", proto)
+	release, err := g.lim.AcquireSession(who)
+	if err == nil {
+		defer release()
+		err = g.lim.AllowDial(who) // one upstream dial per session
+	}
+	if err != nil {
+		var le *ops.LimitError
+		if errors.As(err, &le) {
+			log.Warn("gateway: refused a session over the caller's limit", "limit", le.Limit, "error", err)
+			le.Reject(w)
+		}
+		return
+	}
 	log.Info("gateway: session starting")
 	tu := &trackingUpgrader{inner: up, proto: proto, kind: t.Subresource, g: g}
 	h := &bridge.Handler{Upgrader: tu, Dial: g.dialUpstream}

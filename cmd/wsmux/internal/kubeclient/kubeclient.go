@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
@@ -32,6 +34,8 @@ type Options struct {
 	Token string
 	// TLS configures https (CA, client certificate for mTLS).
 	TLS *tls.Config
+	// DialTimeout bounds connecting to the server (TCP and TLS); 0: none.
+	DialTimeout time.Duration
 }
 
 // roundTrippers returns the HTTP round tripper (with the bearer token) and
@@ -41,6 +45,7 @@ func (o Options) roundTrippers() (http.RoundTripper, *wsmuxhttpstream.RoundTripp
 	if err != nil {
 		return nil, nil, err
 	}
+	rt.Dialer = &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
 	var tr http.RoundTripper = rt
 	if o.Token != "" {
 		tr = transport.NewBearerAuthRoundTripper(o.Token, rt)
@@ -68,6 +73,17 @@ func (o Options) PodURL(namespace, pod, sub string, query url.Values) (*url.URL,
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/api/v1/namespaces/" + url.PathEscape(namespace) + "/pods/" + url.PathEscape(pod) + "/" + sub
 	u.RawQuery = query.Encode()
 	return u, nil
+}
+
+// RequestLine names the request a client makes for a pod subresource as
+// it goes on the wire: a WebSocket upgrade is always a GET (client-go's
+// executor and dialer say POST, which the wsmux round tripper replaces).
+func (o Options) RequestLine(namespace, pod, sub string) string {
+	u, err := o.PodURL(namespace, pod, sub, nil)
+	if err != nil {
+		return "GET " + o.Server
+	}
+	return "GET " + u.String() + " (WebSocket upgrade)"
 }
 
 // ExecOptions describe a remote command.
@@ -190,37 +206,39 @@ func PortForward(ctx context.Context, o Options, p PortForwardOptions, started f
 	}
 }
 
-// checkedDialer remembers an authentication failure: client-go's
-// portforward formats the dial error with %s, dropping its type.
+// checkedDialer remembers the first dial failure (an *AuthError among
+// them): client-go's portforward formats the dial error with %s, dropping
+// its type.
 type checkedDialer struct {
 	inner   apihttpstream.Dialer
 	mu      sync.Mutex
-	authErr *AuthError
+	dialErr error
 }
 
 func (d *checkedDialer) Dial(protocols ...string) (apihttpstream.Connection, string, error) {
 	c, p, err := d.inner.Dial(protocols...)
 	err = classify(err)
-	var ae *AuthError
-	if errors.As(err, &ae) {
+	if err != nil {
 		d.mu.Lock()
-		d.authErr = ae
+		if d.dialErr == nil {
+			d.dialErr = err
+		}
 		d.mu.Unlock()
 	}
 	return c, p, err
 }
 
-// check returns the remembered *AuthError, or err.
+// check returns the remembered dial failure, or err.
 func (d *checkedDialer) check(err error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err != nil && d.authErr != nil {
-		return d.authErr
+	if err != nil && d.dialErr != nil {
+		return d.dialErr
 	}
 	return classify(err)
 }
 
-// AuthError is a server's refusal of the caller's credentials.
+// AuthError is a server's refusal of the caller's credentials (401).
 type AuthError struct {
 	StatusCode int
 	Err        error
@@ -229,7 +247,9 @@ type AuthError struct {
 func (e *AuthError) Error() string { return e.Err.Error() }
 func (e *AuthError) Unwrap() error { return e.Err }
 
-// classify turns a 401/403 upgrade failure into an *AuthError.
+// classify turns a 401 upgrade failure into an *AuthError. A 403 is not
+// one: a server that does not speak wsmux answers 403 (DESIGN), and the
+// gateway passes the cluster's RBAC refusals on as 403.
 func classify(err error) error {
 	if err == nil {
 		return nil
@@ -240,10 +260,24 @@ func classify(err error) error {
 	var ufe *apihttpstream.UpgradeFailureError
 	if errors.As(err, &ufe) {
 		cause = ufe.Cause
+		err = &upgradeFailure{err: err, cause: cause}
 	}
 	var ue *wsmuxhttpstream.UpgradeError
-	if errors.As(cause, &ue) && (ue.StatusCode == http.StatusUnauthorized || ue.StatusCode == http.StatusForbidden) {
+	if errors.As(cause, &ue) && ue.StatusCode == http.StatusUnauthorized {
 		return &AuthError{StatusCode: ue.StatusCode, Err: err}
 	}
 	return err
+}
+
+// upgradeFailure keeps client-go's UpgradeFailureError message and makes
+// its Cause (the *wsmuxhttpstream.UpgradeError with the server's status)
+// reachable with errors.As.
+type upgradeFailure struct {
+	err   error
+	cause error
+}
+
+func (e *upgradeFailure) Error() string { return e.err.Error() }
+func (e *upgradeFailure) Unwrap() []error {
+	return []error{e.err, e.cause}
 }

@@ -5,6 +5,7 @@ package ops
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -58,6 +59,20 @@ func NewMetrics() *Metrics {
 		}, []string{"protocol", "kind"}),
 		Sessions: NewTracker(),
 	}
+	// Every label known in advance exists from the start, at 0: a
+	// dashboard or alert sees the series before the first event.
+	for _, r := range []string{"missing_credentials", "invalid_token", "invalid_client_certificate", "malformed_authorization"} {
+		m.AuthFailures.WithLabelValues(r)
+	}
+	for _, r := range []string{"bad_path", "not_upgrade", "no_protocol", "bad_upgrade"} {
+		m.BadRequests.WithLabelValues(r)
+	}
+	for _, r := range []string{"bad_request", "not_allowed", "dial_failed", "rate_limited"} {
+		m.TunnelRefused.WithLabelValues(r)
+	}
+	for _, d := range []string{"to_target", "from_target"} {
+		m.TunnelBytes.WithLabelValues(d)
+	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -105,8 +120,15 @@ func (c sessionCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(snap.stats.BytesOut), "out")
 	ch <- prometheus.MustNewConstMetric(descResets, prometheus.CounterValue, float64(snap.stats.ResetsLocal), "sent")
 	ch <- prometheus.MustNewConstMetric(descResets, prometheus.CounterValue, float64(snap.stats.ResetsRemote), "received")
+	for code := frame.NoError + 1; code <= frame.MemoryLimit; code++ {
+		if name := code.String(); !strings.HasPrefix(name, "UNKNOWN_") {
+			ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, float64(snap.stats.Errors[code]), name)
+		}
+	}
 	for code, n := range snap.stats.Errors {
-		ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, float64(n), code.String())
+		if code > frame.MemoryLimit || code == frame.NoError {
+			ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, float64(n), code.String())
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,7 +22,24 @@ type ServerOptions struct {
 	// ShutdownTimeout bounds the drain after ctx ends: GOAWAY to every
 	// session, wait for their streams to finish, then close what is left.
 	ShutdownTimeout time.Duration
-	Logger          *slog.Logger
+	// Abort, when closed during the drain (a second SIGINT or SIGTERM),
+	// ends it at once: the remaining sessions are closed.
+	Abort <-chan struct{}
+	// Certificate, when set, is used instead of loading TLSCert/TLSKey
+	// (callers that checked the pair before logging that they serve).
+	Certificate *tls.Certificate
+	Logger      *slog.Logger
+}
+
+// AbortedError is Serve's result when the shutdown had to close sessions
+// that were still running: the drain deadline passed or Abort was closed.
+type AbortedError struct {
+	Sessions, Streams int    // closed sessions, and their open wsmux streams
+	Reason            string // "drain deadline passed" or "second signal"
+}
+
+func (e *AbortedError) Error() string {
+	return fmt.Sprintf("shutdown aborted %d session(s) with %d open stream(s): %s", e.Sessions, e.Streams, e.Reason)
 }
 
 // Health is /healthz: 200 "ok" while serving, 503 while shutting down.
@@ -57,13 +75,17 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler, opts Serv
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	if opts.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(opts.TLSCert, opts.TLSKey)
-		if err != nil {
-			return err
+	if opts.TLSCert != "" || opts.Certificate != nil {
+		cert := opts.Certificate
+		if cert == nil {
+			c, err := tls.LoadX509KeyPair(opts.TLSCert, opts.TLSKey)
+			if err != nil {
+				return err
+			}
+			cert = &c
 		}
 		cfg := &tls.Config{
-			Certificates: []tls.Certificate{cert},
+			Certificates: []tls.Certificate{*cert},
 			MinVersion:   tls.VersionTLS12,
 			NextProtos:   []string{"http/1.1"}, // upgrades need HTTP/1.1
 		}
@@ -83,22 +105,45 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler, opts Serv
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	log.Info("shutting down", "drain_timeout", timeout, "sessions", tracker.Len())
+	sessions, streams := tracker.Open()
+	log.Info("shutting down: no new sessions, GOAWAY to the open ones", "drain_timeout", timeout,
+		"sessions", sessions, "streams", streams)
 	if health != nil {
 		health.SetStopping()
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	reason := "drain deadline passed"
+	var bySignal atomic.Bool
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	go func() {
+		select {
+		case <-opts.Abort:
+			bySignal.Store(true)
+			cancel()
+		case <-stopWatch:
+		}
+	}()
 	done := make(chan bool, 1)
 	go func() { done <- tracker.Drain(sctx) }()
 	_ = srv.Shutdown(sctx) // hijacked (upgraded) connections are the tracker's
+	var aborted error
 	if !<-done {
-		log.Warn("drain deadline passed; closed the remaining sessions", "timeout", timeout)
+		if bySignal.Load() {
+			reason = "second signal"
+		}
+		n, st := tracker.Aborted()
+		log.Warn("shutdown: closed the sessions still running", "reason", reason, "timeout", timeout,
+			"sessions", n, "streams", st)
+		if n > 0 {
+			aborted = &AbortedError{Sessions: n, Streams: st, Reason: reason}
+		}
 	}
 	_ = srv.Close()
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	log.Info("shutdown complete")
-	return nil
+	return aborted
 }

@@ -18,6 +18,9 @@ type Tracker struct {
 	finished mux.Stats // counters of ended wsmux sessions
 	idle     chan struct{}
 	draining bool
+	// aborted counts what the last Drain closed: sessions and their open
+	// wsmux streams.
+	abortedSessions, abortedStreams int
 }
 
 type entry struct {
@@ -60,6 +63,27 @@ func (t *Tracker) Add(proto string, sess *mux.Session, closeFn func()) (done fun
 			}
 		})
 	}
+}
+
+// Open returns the number of live sessions and of their open wsmux
+// streams.
+func (t *Tracker) Open() (sessions, streams int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for e := range t.live {
+		if e.sess != nil {
+			streams += e.sess.NumStreams()
+		}
+	}
+	return len(t.live), streams
+}
+
+// Aborted returns what the last Drain had to close when its context ended:
+// sessions, and their open wsmux streams.
+func (t *Tracker) Aborted() (sessions, streams int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.abortedSessions, t.abortedStreams
 }
 
 // Len returns the number of live sessions.
@@ -115,8 +139,12 @@ func (t *Tracker) Drain(ctx context.Context) bool {
 	}
 	t.mu.Lock()
 	var closers []func()
+	t.abortedSessions, t.abortedStreams = len(t.live), 0
 	for e := range t.live {
 		closers = append(closers, e.close)
+		if e.sess != nil {
+			t.abortedStreams += e.sess.NumStreams()
+		}
 	}
 	t.mu.Unlock()
 	for _, c := range closers {

@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/wsmux/wsmux/frame"
@@ -44,8 +46,12 @@ func ParseForward(s string) (Forward, error) {
 	if err != nil {
 		return Forward{}, fmt.Errorf("forward %q: %w", s, err)
 	}
-	if _, _, err := net.SplitHostPort(local); err != nil {
+	_, lport, err := net.SplitHostPort(local)
+	if err != nil {
 		return Forward{}, fmt.Errorf("forward %q: %w", s, err)
+	}
+	if n, err := strconv.Atoi(lport); err != nil || n < 0 || n > 65535 {
+		return Forward{}, fmt.Errorf("forward %q: local port %q: want a number from 0 to 65535 (0 picks a free port)", s, lport)
 	}
 	return Forward{Local: local, Target: target}, nil
 }
@@ -90,6 +96,9 @@ type ClientConfig struct {
 	TLS *tls.Config
 	// Mux configures the session; nil means defaults.
 	Mux *mux.Config
+	// DialTimeout bounds connecting to the server: TCP, TLS and the
+	// WebSocket upgrade (default 10 s).
+	DialTimeout time.Duration
 	// DrainTimeout bounds how long Run waits, after its context ended, for
 	// open connections to finish (default 10 s).
 	DrainTimeout time.Duration
@@ -166,6 +175,9 @@ func NewForwarder(cfg ClientConfig, forwards []Forward) (*Forwarder, error) {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 10 * time.Second
 	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
 	f := &Forwarder{cfg: cfg, url: u, log: cfg.Logger, forwards: forwards, live: map[net.Conn]struct{}{},
 		retired: map[*mux.Session]struct{}{}}
 	if f.log == nil {
@@ -193,11 +205,13 @@ func (f *Forwarder) session(ctx context.Context) (*mux.Session, error) {
 			return f.sess, nil
 		}
 	}
-	d := mux.Dialer{Config: f.cfg.Mux, TLSConfig: f.cfg.TLS, Header: http.Header{}}
+	d := mux.Dialer{Config: f.cfg.Mux, TLSConfig: f.cfg.TLS, Header: http.Header{}, HandshakeTimeout: f.cfg.DialTimeout}
 	if f.cfg.Token != "" {
 		d.Header.Set("Authorization", "Bearer "+f.cfg.Token)
 	}
-	s, err := d.Dial(ctx, f.url)
+	dctx, cancel := context.WithTimeout(ctx, f.cfg.DialTimeout)
+	defer cancel()
+	s, err := d.Dial(dctx, f.url)
 	if err != nil {
 		return nil, err
 	}
@@ -248,13 +262,17 @@ func (f *Forwarder) retire(s *mux.Session) {
 		"open_streams", s.NumStreams())
 }
 
-// Listen opens the local listeners.
+// Listen opens the local listeners. An error names the address and says
+// what to do.
 func (f *Forwarder) Listen() error {
 	for _, fw := range f.forwards {
 		ln, err := net.Listen("tcp", fw.Local)
 		if err != nil {
 			f.closeListeners()
-			return err
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("cannot listen on %s: the port is in use: pick another LOCALPORT (0 picks a free one)", fw.Local)
+			}
+			return fmt.Errorf("cannot listen on %s: %w", fw.Local, err)
 		}
 		f.lns = append(f.lns, ln)
 		f.log.Info("tunnel: forwarding", "local", ln.Addr().String(), "target", fw.Target)
@@ -269,6 +287,19 @@ func (f *Forwarder) Addrs() []net.Addr {
 		out = append(out, ln.Addr())
 	}
 	return out
+}
+
+// Close closes the listeners and the session of a Forwarder that will not
+// Run (Run closes them itself).
+func (f *Forwarder) Close() {
+	f.closeListeners()
+	f.mu.Lock()
+	s := f.sess
+	f.sess = nil
+	f.mu.Unlock()
+	if s != nil {
+		_ = s.Close()
+	}
 }
 
 func (f *Forwarder) closeListeners() {

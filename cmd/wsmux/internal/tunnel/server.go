@@ -13,6 +13,7 @@ import (
 
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
+	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/mux"
 )
 
@@ -27,7 +28,10 @@ type ServerConfig struct {
 	DialTimeout time.Duration
 	// Mux configures sessions (its Handler is replaced); nil means
 	// defaults with MaxStreams 1000.
-	Mux     *mux.Config
+	Mux *mux.Config
+	// Limits are the per-caller limits (sessions, dials per second, bytes
+	// buffered; StreamsPerSession overrides Mux.MaxStreams). Zero: none.
+	Limits  ops.Limits
 	Logger  *slog.Logger
 	Metrics *ops.Metrics
 	// Dial, when set, replaces net.Dialer (tests).
@@ -41,6 +45,7 @@ type Server struct {
 	log    *slog.Logger
 	m      *ops.Metrics
 	health ops.Health
+	lim    *ops.Limiter
 	wg     sync.WaitGroup // splices
 }
 
@@ -77,6 +82,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Mux != nil {
 		mc = *cfg.Mux
 	}
+	s.lim = ops.NewLimiter(cfg.Limits, s.m)
+	s.lim.ApplyBuffer(&mc)
 	if mc.MaxStreams == 0 {
 		mc.MaxStreams = 1000
 	}
@@ -85,7 +92,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		// only beyond the stream limit itself.
 		mc.AcceptBacklog = mc.MaxStreams
 	}
-	mc.Handler = s.handleStream
+	mc.Handler = func(*mux.Stream) error { return errors.New("no caller") } // set per session
 	if mc.Logger == nil {
 		mc.Logger = s.log
 	}
@@ -124,8 +131,20 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
 		auth.Reject(w, err)
 		return
 	}
-	sess, err := mux.Upgrade(w, r, s.cfg.Mux)
+	release, err := s.lim.AcquireSession(who)
 	if err != nil {
+		var le *ops.LimitError
+		if errors.As(err, &le) {
+			s.log.Warn("tunnel: refused a session over the caller's limit", "remote", r.RemoteAddr, "caller", who, "limit", le.Limit, "error", err)
+			le.Reject(w)
+		}
+		return
+	}
+	mc := *s.cfg.Mux
+	mc.Handler = func(st *mux.Stream) error { return s.handleStream(st, who) }
+	sess, err := mux.Upgrade(w, r, &mc)
+	if err != nil {
+		release()
 		s.m.BadRequests.WithLabelValues("bad_upgrade").Inc()
 		s.log.Warn("tunnel: upgrade failed", "remote", r.RemoteAddr, "error", err)
 		return
@@ -135,14 +154,19 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("tunnel: session started", "remote", r.RemoteAddr, "caller", who)
 	go func() {
 		<-sess.Done()
-		s.log.Info("tunnel: session ended", "remote", r.RemoteAddr, "reason", sess.Err())
+		release()
+		s.log.Info("tunnel: session ended", "remote", r.RemoteAddr, "caller", who, "reason", sess.Err())
 		done() // after the last log line: a drain waits for this
 	}()
 }
 
 // handleStream runs for every stream a client opens: it refuses targets off
-// the allow list and targets it cannot reach, else accepts and splices.
-func (s *Server) handleStream(st *mux.Stream) error {
+// the allow list, dials over the caller's rate and targets it cannot
+// reach, else accepts and splices.
+func (s *Server) handleStream(st *mux.Stream, who string) error {
+	if st.Session().NumStreams() >= s.cfg.Mux.MaxStreams {
+		s.lim.StreamLimitReached() // further opens wait for a slot
+	}
 	raw := st.Headers().Get(TargetHeader)
 	remote := st.RemoteAddr().String()
 	target, err := CanonicalTarget(raw)
@@ -155,6 +179,11 @@ func (s *Server) handleStream(st *mux.Stream) error {
 		s.m.TunnelRefused.WithLabelValues("not_allowed").Inc()
 		s.log.Warn("tunnel: refused target not on the allow list", "remote", remote, "stream", st.ID(), "target", target)
 		return &mux.StreamError{Code: CodeNotAllowed, Reason: "target not allowed: " + clip(target, 100)}
+	}
+	if err := s.lim.AllowDial(who); err != nil {
+		s.m.TunnelRefused.WithLabelValues("rate_limited").Inc()
+		s.log.Warn("tunnel: refused a dial over the caller's rate", "remote", remote, "caller", who, "stream", st.ID(), "target", target)
+		return &mux.StreamError{Code: frame.RefusedStream, Reason: clip(err.Error(), 200)}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DialTimeout)
 	defer cancel()
