@@ -39,7 +39,7 @@ type Result struct {
 	Transport string  // Transport.Name
 	Metric    string  // the name `go test -bench` prints: "ns/op", "MB/s", "p99-ns", "B/stream"
 	Value     float64 // in Unit
-	Unit      string  // "ns", "MB/s", "B", "allocs", "streams", "goroutines", "bool" (1 or 0)
+	Unit      string  // "ns", "MB/s", "ms/MiB", "B", "allocs", "streams", "goroutines", "bool" (1 or 0)
 	// HigherIsBetter tells the direction for ratios and for picking the
 	// best peer.
 	HigherIsBetter bool
@@ -70,6 +70,7 @@ var metrics = map[string]metricInfo{
 	"other-stream-ok":   {"bool", true},
 	"close-ok":          {"bool", true},
 	"unbounded":         {"bool", false},
+	CPUPerMiB:           {"ms/MiB", false},
 }
 
 func newResult(workload, transport, metric string, v float64, run int) Result {
@@ -476,31 +477,59 @@ func ratio(v, base cell) string {
 	return strconv.FormatFloat(r, 'f', 2, 64) + "x"
 }
 
-func (tb table) header() []string {
-	h := []string{"transport", tb.primary}
-	if tb.reference != "" {
-		h = append(h, "vs "+tb.reference)
+// compared reports whether metric m gets ratio columns: the primary metric
+// and, beside it, CPUPerMiB.
+func (tb table) compared(m string) bool { return m == tb.primary || m == CPUPerMiB }
+
+// columns lists the metrics in column order: the primary, CPUPerMiB if the
+// table has it, then the others as the workload lists them.
+func (tb table) columns() []string {
+	cols := []string{tb.primary}
+	if tb.primary != CPUPerMiB && slices.Contains(tb.metrics, CPUPerMiB) {
+		cols = append(cols, CPUPerMiB)
 	}
-	h = append(h, "vs "+tb.ceiling)
 	for _, m := range tb.metrics {
-		if m != tb.primary {
-			h = append(h, m)
+		if !slices.Contains(cols, m) {
+			cols = append(cols, m)
 		}
+	}
+	return cols
+}
+
+// header names the columns: the transport, then each metric, a compared
+// metric followed by its ratios to the reference and the ceiling ("vs
+// wsmux", "vs ws"; "cpu vs wsmux", "cpu vs ws" for CPUPerMiB).
+func (tb table) header() []string {
+	h := []string{"transport"}
+	for _, m := range tb.columns() {
+		h = append(h, m)
+		if !tb.compared(m) {
+			continue
+		}
+		prefix := "vs "
+		if m != tb.primary {
+			prefix = "cpu vs "
+		}
+		if tb.reference != "" {
+			h = append(h, prefix+tb.reference)
+		}
+		h = append(h, prefix+tb.ceiling)
 	}
 	return h
 }
 
 func (tb table) row(t string) []string {
 	c := tb.cells[t]
-	r := []string{t, fmtCell(c[tb.primary])}
-	if tb.reference != "" {
-		r = append(r, ratio(c[tb.primary], tb.cells[tb.reference][tb.primary]))
-	}
-	r = append(r, ratio(c[tb.primary], tb.cells[tb.ceiling][tb.primary]))
-	for _, m := range tb.metrics {
-		if m != tb.primary {
-			r = append(r, fmtCell(c[m]))
+	r := []string{t}
+	for _, m := range tb.columns() {
+		r = append(r, fmtCell(c[m]))
+		if !tb.compared(m) {
+			continue
 		}
+		if tb.reference != "" {
+			r = append(r, ratio(c[m], tb.cells[tb.reference][m]))
+		}
+		r = append(r, ratio(c[m], tb.cells[tb.ceiling][m]))
 	}
 	return r
 }
@@ -524,12 +553,17 @@ func (tb table) title() string {
 			s += " (" + tb.refNote + ")"
 		}
 	}
-	return s + "; ceiling " + tb.ceiling
+	s += "; ceiling " + tb.ceiling
+	if tb.primary != CPUPerMiB && slices.Contains(tb.metrics, CPUPerMiB) {
+		s += "; " + CPUPerMiB + ": process CPU, both ends (lower is better)"
+	}
+	return s
 }
 
 // RenderText writes one plain-text table per workload: each transport's
 // figures (medians over runs), its primary figure's ratio to the reference
-// transport and to the ceiling, then the other metrics.
+// transport and to the ceiling, then CPUPerMiB with its ratios (throughput
+// workloads), then the other metrics.
 func RenderText(w io.Writer, results []Result, ro RenderOptions) error {
 	var sb strings.Builder
 	for i, tb := range tables(results, ro) {

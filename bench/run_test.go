@@ -34,6 +34,12 @@ func TestRunAndRender(t *testing.T) {
 			t.Errorf("no result %q in %v", want, results)
 		}
 	}
+	if _, ok := processCPUTime(); ok && !seen["Bulk1/dir=s2c ws "+CPUPerMiB] {
+		t.Errorf("no %s for Bulk1 in %v", CPUPerMiB, results)
+	}
+	if seen["Echo64 ws "+CPUPerMiB] {
+		t.Errorf("Echo64 reports %s; it moves too little for it to mean anything", CPUPerMiB)
+	}
 	var text, md strings.Builder
 	if err := RenderText(&text, results, RenderOptions{}); err != nil {
 		t.Fatal(err)

@@ -50,16 +50,20 @@ const (
 
 var standardMetrics = []string{"ns/op", "B/op", "allocs/op"}
 
+// throughputMetrics are the columns of the bulk workloads: MB/s, then what a
+// MiB costs in CPU.
+var throughputMetrics = []string{"MB/s", CPUPerMiB, "ns/op", "B/op", "allocs/op"}
+
 // Workloads returns every workload in table order.
 func Workloads() []Workload {
 	return []Workload{
-		{Name: "Bulk1", Variant: "dir=c2s", Primary: "MB/s", Metrics: []string{"MB/s", "ns/op", "B/op", "allocs/op"},
+		{Name: "Bulk1", Variant: "dir=c2s", Primary: "MB/s", Metrics: throughputMetrics,
 			Fn: func(b *testing.B, tr Transport) { Bulk1(b, tr, true) }},
-		{Name: "Bulk1", Variant: "dir=s2c", Primary: "MB/s", Metrics: []string{"MB/s", "ns/op", "B/op", "allocs/op"},
+		{Name: "Bulk1", Variant: "dir=s2c", Primary: "MB/s", Metrics: throughputMetrics,
 			Fn: func(b *testing.B, tr Transport) { Bulk1(b, tr, false) }},
-		{Name: "Streams64", Primary: "MB/s", Metrics: []string{"MB/s", "ns/op", "B/op", "allocs/op"},
+		{Name: "Streams64", Primary: "MB/s", Metrics: throughputMetrics,
 			Fn: func(b *testing.B, tr Transport) { StreamsN(b, tr, 64) }},
-		{Name: "Streams1024", Primary: "MB/s", Metrics: []string{"MB/s", "ns/op", "B/op", "allocs/op"}, Heavy: true,
+		{Name: "Streams1024", Primary: "MB/s", Metrics: throughputMetrics, Heavy: true,
 			Fn: func(b *testing.B, tr Transport) { StreamsN(b, tr, 1024) }},
 		{Name: "Echo64", Primary: "ns/op", Metrics: standardMetrics, Fn: Echo64},
 		{Name: "OpenClose", Primary: "ns/op", Metrics: standardMetrics, Fn: OpenClose},
@@ -249,7 +253,7 @@ func roundTrip(s Stream, req, resp []byte) error {
 
 // Bulk1 moves data over one stream in bulkChunk writes, client to server (c2s:
 // the client masks on WebSocket transports) or server to client. The clock
-// stops when the receiver has every byte.
+// stops when the receiver has every byte. Besides MB/s it reports CPUPerMiB.
 func Bulk1(b *testing.B, tr Transport, c2s bool) {
 	b.ReportAllocs()
 	e := newEnv(b, tr)
@@ -274,6 +278,7 @@ func Bulk1(b *testing.B, tr Transport, c2s bool) {
 	}
 	b.SetBytes(bulkChunk)
 	b.ResetTimer()
+	cpu := startCPU()
 	for range b.N {
 		if _, err := w.Write(payload[:bulkChunk]); err != nil {
 			e.teardown()
@@ -285,12 +290,13 @@ func Bulk1(b *testing.B, tr Transport, c2s bool) {
 		e.fatalf("read: %v", err)
 	}
 	b.StopTimer()
+	cpu.report(b, int64(b.N)*bulkChunk)
 }
 
 // StreamsN opens n streams up front; each iteration every one of them sends
 // streamsPayload bytes client to server from its own goroutine, and the
 // iteration ends when every server stream has all of it. One untimed round
-// warms up first.
+// warms up first. Besides MB/s it reports CPUPerMiB.
 func StreamsN(b *testing.B, tr Transport, n int) {
 	b.ReportAllocs()
 	if tr.MaxStreams > 0 && tr.MaxStreams < n {
@@ -346,9 +352,11 @@ func StreamsN(b *testing.B, tr Transport, n int) {
 	}
 	runRound()
 	b.SetBytes(int64(n) * streamsPayload)
+	cpu := startCPU()
 	for b.Loop() {
 		runRound()
 	}
+	cpu.report(b, int64(b.N)*int64(n)*streamsPayload)
 }
 
 // Echo64 measures the round-trip time of an echoSize-byte request and
