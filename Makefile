@@ -30,10 +30,11 @@ lint: vet fmt-check
 	@bash scripts/check-layers.sh
 
 ## bench: the side-by-side comparison of wsmux, SPDY, yamux, smux and the tcp/ws ceilings: the
-## full suite, 3 runs each, medians (about 7 min on 2 cores; `go run ./cmd/wsmux bench -quick`
-## takes 1.5): prints a table per workload, writes docs/bench/{bench.md,bench.svg,results.json}.
+## full suite, 3 runs each, medians (about 7 min on 2 cores; `go run ./cmd/wsmux bench --quick`
+## takes 1.5): prints the CPU model and a table per workload (MB/s beside cpu-ms/MiB, the process
+## CPU per MiB moved), writes docs/bench/{bench.md,bench.svg,results.json}.
 bench:
-	$(GO) run ./cmd/wsmux bench -count 3 -out docs/bench
+	$(GO) run ./cmd/wsmux bench --count 3 --out docs/bench
 
 ## bench-go: go test -bench with -count suitable for benchstat, into bench.txt; narrow it with
 ## BENCH (a -bench regexp), e.g. make bench-go BENCH='Bulk1|Echo64' COUNT=6.

@@ -1,19 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"html"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,29 +19,34 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/wsmux/wsmux/bench"
 )
 
 func init() { extraCommands = append(extraCommands, newBenchCmd) }
 
-const benchUsage = `Usage: wsmux bench [-quick] [-out DIR] [-transports a,b] [-workloads x,y] [-benchtime D] [-count N]
-
-Runs the side-by-side benchmark suite of package bench in this process: the
+const benchLong = `Runs the side-by-side benchmark suite of package bench in this process: the
 same workloads over every transport (the tcp and raw ws ceilings, Kubernetes'
 SPDY with and without a WebSocket tunnel, yamux, smux, wsmux and wsmux through
 its Kubernetes httpstream adapter), client and server over 127.0.0.1.
 
-It prints one table per workload: each transport's figure (the median over
--count runs), its ratio to wsmux and to the ws ceiling, and the other metrics.
-A progress line per finished benchmark goes to standard error. With -out, the
-same tables are written to DIR/bench.md with an SVG bar chart (DIR/bench.svg)
+It names the machine (CPU model, CPUs, Go version), then prints one table per
+workload: each transport's figure (the median over --count runs), its ratio
+to wsmux and to the ws ceiling, and the other metrics. Throughput workloads
+add cpu-ms/MiB beside MB/s: the process's CPU time (user+sys, client and
+server together) per MiB moved, with its ratios to wsmux and to ws; it varies
+far less than MB/s between busy or different machines. A progress line per
+finished benchmark goes to standard error. With --out, the same tables are
+written to DIR/bench.md with an SVG bar chart (DIR/bench.svg) and the machine
 and every figure to DIR/results.json.
 
 The machine matters: compare ratios within one run, not figures across runs.
+Flags also work with one dash (-count 3), as in earlier releases.`
 
-Flags (one or two dashes):
-`
+const benchExample = `  wsmux bench --quick
+  wsmux bench --count 3 --out docs/bench
+  wsmux bench --workloads Bulk1,Streams64 --transports ws,yamux,wsmux --benchtime 2s`
 
 // benchFlags are the options of `wsmux bench`.
 type benchFlags struct {
@@ -55,52 +58,98 @@ type benchFlags struct {
 	count      int
 }
 
-// quickBenchtime is -benchtime under -quick: every heavy workload runs once,
-// the others about this long.
+// quickBenchtime is --benchtime under --quick: every heavy workload runs
+// once, the others about this long.
 const quickBenchtime = "300ms"
 
-func newBenchCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "bench [-quick] [-out DIR] [-transports a,b] [-workloads x,y] [-benchtime D]",
-		Short: "Compare wsmux with SPDY, yamux, smux and the raw TCP/WebSocket ceilings",
-		Long:  strings.TrimSuffix(strings.SplitN(benchUsage, "\n\n", 2)[1], "\nFlags (one or two dashes):\n"),
-		// Go-style flags (-quick as well as --quick), parsed by runBench.
+func newBenchCmd() *cobra.Command { return newBenchCmdFor(&benchFlags{}) }
+
+// newBenchCmdFor is `wsmux bench` parsing its flags into f.
+func newBenchCmdFor(f *benchFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "bench [flags]",
+		Short:   "Compare wsmux with SPDY, yamux, smux and the raw TCP/WebSocket ceilings",
+		Long:    benchLong,
+		Example: benchExample,
+		// Flags are parsed by parseBenchArgs, which also takes the one-dash
+		// spelling (-count 3) that scripts written for earlier releases use.
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runBench(cmd.Context(), args, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			help, err := parseBenchArgs(cmd, f, args)
+			if err != nil {
+				return err
+			}
+			if help {
+				return cmd.Help()
+			}
+			return runBench(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
+	fs := cmd.Flags()
+	fs.BoolVar(&f.quick, "quick", false, "shorter runs (--benchtime "+quickBenchtime+"; Streams1024 and IdleStreams once)")
+	fs.StringVar(&f.out, "out", "", "write bench.md, bench.svg and results.json into this `directory`")
+	fs.StringVar(&f.transports, "transports", "", "comma-separated `transports` (default all: "+strings.Join(transportNames(), ",")+")")
+	fs.StringVar(&f.workloads, "workloads", "", "comma-separated `workloads`, e.g. Bulk1,Echo64 or Bulk1/dir=c2s (default all)")
+	fs.StringVar(&f.benchtime, "benchtime", "", "go test -benchtime per benchmark: 1s, 500ms, 100x (default 1s, "+quickBenchtime+" with --quick)")
+	fs.IntVar(&f.count, "count", 1, "runs of every benchmark; the tables show the median")
+	return cmd
 }
 
-func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
-	var f benchFlags
-	fs := flag.NewFlagSet("wsmux bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.BoolVar(&f.quick, "quick", false, "shorter runs (-benchtime "+quickBenchtime+"; Streams1024 and IdleStreams once)")
-	fs.StringVar(&f.out, "out", "", "write bench.md, bench.svg and results.json into this `directory`")
-	fs.StringVar(&f.transports, "transports", "", "comma-separated transports (default all: "+strings.Join(transportNames(), ",")+")")
-	fs.StringVar(&f.workloads, "workloads", "", "comma-separated workloads, e.g. Bulk1,Echo64 or Bulk1/dir=c2s (default all)")
-	fs.StringVar(&f.benchtime, "benchtime", "", "go test -benchtime per benchmark: 1s, 500ms, 100x (default 1s, "+quickBenchtime+" with -quick)")
-	fs.IntVar(&f.count, "count", 1, "runs of every benchmark; the tables show the median")
-	var logLevel string
-	fs.StringVar(&logLevel, "log-level", "info", "ignored (accepted for symmetry with the other commands)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, benchUsage)
-		fs.PrintDefaults()
+// parseBenchArgs parses args into f with the command's flags (its own, the
+// inherited --log-level and --help) and reports whether help was asked for.
+// Errors are usage errors.
+func parseBenchArgs(cmd *cobra.Command, f *benchFlags, args []string) (help bool, err error) {
+	_ = cmd.InheritedFlags() // merges the parents' persistent flags into cmd.Flags()
+	fs := cmd.Flags()
+	if err := fs.Parse(doubleDash(fs, args)); err != nil {
+		return false, usageErrorf("%v", err)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
+	if h, _ := fs.GetBool("help"); h {
+		return true, nil
+	}
+	if lf := fs.Lookup("log-level"); lf != nil && lf.Changed {
+		var lvl slog.Level
+		if err := lvl.UnmarshalText([]byte(lf.Value.String())); err != nil {
+			return false, usageErrorf("--log-level %q: want debug, info, warn or error", lf.Value.String())
 		}
-		return nil, usageErrorf("bench: %v", err)
 	}
 	if fs.NArg() > 0 {
-		return nil, usageErrorf("bench: unexpected argument %q", fs.Arg(0))
+		return false, usageErrorf("bench: unexpected argument %q", fs.Arg(0))
 	}
 	if f.count < 1 {
-		return nil, usageErrorf("bench: -count must be at least 1")
+		return false, usageErrorf("bench: --count must be at least 1")
 	}
-	return &f, nil
+	return false, nil
+}
+
+// doubleDash rewrites the one-dash spelling of fs's long flags ("-count",
+// "-out=DIR") to two dashes, leaving flag values, shorthands ("-h"), unknown
+// names (for pflag to reject) and everything after "--" alone.
+func doubleDash(fs *pflag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		name, hasValue := "", false
+		switch {
+		case strings.HasPrefix(a, "--"):
+			name, _, hasValue = strings.Cut(a[2:], "=")
+		case strings.HasPrefix(a, "-") && len(a) > 2:
+			name, _, hasValue = strings.Cut(a[1:], "=")
+			if len(name) > 1 && fs.Lookup(name) != nil {
+				a = "-" + a
+			}
+		}
+		out = append(out, a)
+		// A flag that takes a value consumes the next argument.
+		if fl := fs.Lookup(name); fl != nil && len(name) > 1 && !hasValue && fl.NoOptDefVal == "" && i+1 < len(args) {
+			i++
+			out = append(out, args[i])
+		}
+	}
+	return out
 }
 
 func transportNames() []string {
@@ -121,14 +170,7 @@ func splitList(s string) []string {
 	return out
 }
 
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseBenchFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
+func runBench(ctx context.Context, f *benchFlags, stdout, stderr io.Writer) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -154,6 +196,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
+	machine := bench.ThisMachine()
 	start := time.Now()
 	done := 0
 	progress := func(line string) {
@@ -166,8 +209,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stderr, "[%d/%d %s%s] %s\n", done, total, el.Round(time.Second), eta, line)
 	}
-	fmt.Fprintf(stderr, "wsmux bench: %d benchmarks, benchtime %s, count %d, GOMAXPROCS %d\n",
-		total, cmpOr(opts.Benchtime, "1s"), f.count, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stderr, "wsmux bench: %d benchmarks, benchtime %s, count %d on %s\n",
+		total, cmpOr(opts.Benchtime, "1s"), f.count, machine)
 	results, err := bench.Run(ctx, opts, progress)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
@@ -180,11 +223,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errors.New("bench: no results (every benchmark failed or was skipped)")
 	}
 
+	if _, err := io.WriteString(stdout, textPreamble(machine, opts, results)); err != nil {
+		return err
+	}
 	if err := bench.RenderText(stdout, results, bench.RenderOptions{}); err != nil {
 		return err
 	}
 	if f.out != "" {
-		if err := writeBenchOutputs(f, opts, results, time.Since(start)); err != nil {
+		if err := writeBenchOutputs(f, opts, machine, results, time.Since(start)); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "wsmux bench: wrote %s, %s and %s\n",
@@ -194,6 +240,28 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	return nil
+}
+
+// cpuNote explains bench.CPUPerMiB where the tables show it.
+const cpuNote = bench.CPUPerMiB + ": CPU time of the process (user+sys, client and server together) per MiB moved; lower is better."
+
+// hasCPU reports whether results hold a bench.CPUPerMiB figure.
+func hasCPU(results []bench.Result) bool {
+	return slices.ContainsFunc(results, func(r bench.Result) bool { return r.Metric == bench.CPUPerMiB })
+}
+
+// textPreamble is what `wsmux bench` prints above its tables: the machine,
+// the run's parameters and, if the tables have it, what cpu-ms/MiB means.
+func textPreamble(m bench.Machine, opts bench.Options, results []bench.Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CPU: %s\n", m)
+	fmt.Fprintf(&b, "Medians of %d run(s), benchtime %s; client and server in one process over 127.0.0.1.\n",
+		max(opts.Count, 1), cmpOr(opts.Benchtime, "1s"))
+	if hasCPU(results) {
+		b.WriteString(cpuNote + "\n")
+	}
+	b.WriteString("\n")
+	return b.String()
 }
 
 func cmpOr(s, def string) string {
@@ -252,23 +320,37 @@ func workloadNames() []string {
 	return names
 }
 
+// benchReport is results.json: where and how the figures were measured, and
+// every figure of every run.
+type benchReport struct {
+	Command   string         `json:"command"`   // "wsmux bench --count 3 --out docs/bench"
+	Generated string         `json:"generated"` // RFC 3339, UTC
+	Machine   bench.Machine  `json:"machine"`
+	Benchtime string         `json:"benchtime"`
+	Count     int            `json:"count"`
+	Results   []bench.Result `json:"results"`
+}
+
 // writeBenchOutputs writes bench.md, bench.svg and results.json into f.out.
-func writeBenchOutputs(f *benchFlags, opts bench.Options, results []bench.Result, took time.Duration) error {
-	svg := renderSVG(results)
+func writeBenchOutputs(f *benchFlags, opts bench.Options, m bench.Machine, results []bench.Result, took time.Duration) error {
+	now := time.Now().UTC()
+	command := strings.Join(append([]string{"wsmux bench"}, commandArgs(f)...), " ")
+	svg := renderSVG(results, m)
 	if err := os.WriteFile(filepath.Join(f.out, "bench.svg"), []byte(svg), 0o644); err != nil {
 		return err
 	}
 	var md strings.Builder
 	md.WriteString("# wsmux bench\n\n")
-	fmt.Fprintf(&md, "Generated by `wsmux bench %s` on %s in %s.\n\n", strings.Join(commandArgs(f), " "),
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), took.Round(time.Second))
-	fmt.Fprintf(&md, "Machine: %s, %d CPUs (GOMAXPROCS %d), %s %s/%s. Client and server run in one process over "+
+	fmt.Fprintf(&md, "Generated by `%s` on %s in %s.\n\n", command, now.Format("2006-01-02 15:04 MST"), took.Round(time.Second))
+	fmt.Fprintf(&md, "Machine: %s. Client and server run in one process over "+
 		"127.0.0.1, so B/op and allocs/op count both ends. Each figure is the median of %d run(s), benchtime %s. "+
 		"Ratios: each transport's primary figure divided by wsmux's and by the raw ws ceiling's "+
-		"(for ns metrics lower is better, so a ratio above 1 means slower).\n\n",
-		cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH,
-		max(opts.Count, 1), cmpOr(opts.Benchtime, "1s"))
-	md.WriteString("![wsmux bench chart](bench.svg)\n\n")
+		"(for ns metrics lower is better, so a ratio above 1 means slower).",
+		m, max(opts.Count, 1), cmpOr(opts.Benchtime, "1s"))
+	if hasCPU(results) {
+		md.WriteString(" " + cpuNote + " Its ratios (cpu vs ...) compare it the same way.")
+	}
+	md.WriteString("\n\n![wsmux bench chart](bench.svg)\n\n")
 	if err := bench.RenderMarkdown(&md, results, bench.RenderOptions{}); err != nil {
 		return err
 	}
@@ -285,7 +367,14 @@ func writeBenchOutputs(f *benchFlags, opts bench.Options, results []bench.Result
 	if err := os.WriteFile(filepath.Join(f.out, "bench.md"), []byte(md.String()), 0o644); err != nil {
 		return err
 	}
-	js, err := json.MarshalIndent(results, "", " ")
+	js, err := json.MarshalIndent(benchReport{
+		Command:   command,
+		Generated: now.Format(time.RFC3339),
+		Machine:   m,
+		Benchtime: cmpOr(opts.Benchtime, "1s"),
+		Count:     max(opts.Count, 1),
+		Results:   results,
+	}, "", " ")
 	if err != nil {
 		return err
 	}
@@ -296,40 +385,24 @@ func writeBenchOutputs(f *benchFlags, opts bench.Options, results []bench.Result
 func commandArgs(f *benchFlags) []string {
 	var a []string
 	if f.quick {
-		a = append(a, "-quick")
+		a = append(a, "--quick")
 	}
 	if f.out != "" {
-		a = append(a, "-out", f.out)
+		a = append(a, "--out", f.out)
 	}
 	if f.transports != "" {
-		a = append(a, "-transports", f.transports)
+		a = append(a, "--transports", f.transports)
 	}
 	if f.workloads != "" {
-		a = append(a, "-workloads", f.workloads)
+		a = append(a, "--workloads", f.workloads)
 	}
 	if f.benchtime != "" {
-		a = append(a, "-benchtime", f.benchtime)
+		a = append(a, "--benchtime", f.benchtime)
 	}
 	if f.count != 1 {
-		a = append(a, "-count", strconv.Itoa(f.count))
+		a = append(a, "--count", strconv.Itoa(f.count))
 	}
 	return a
-}
-
-// cpuModel returns the CPU's model name (Linux), or GOARCH.
-func cpuModel() string {
-	fh, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return runtime.GOARCH
-	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return runtime.GOARCH
 }
 
 // chartPanel is one workload's bars: the primary metric of each transport.
@@ -395,9 +468,10 @@ func panels(results []bench.Result) []chartPanel {
 
 // renderSVG draws one horizontal bar chart per workload, stacked vertically:
 // wsmux's bars in blue, the ceilings in grey, the other peers in orange, each
-// labelled with its figure and its ratio to wsmux. Panels whose values span
-// more than 30x use a logarithmic scale (said in the title).
-func renderSVG(results []bench.Result) string {
+// labelled with its figure and its ratio to wsmux, under a line naming the
+// machine. Panels whose values span more than 30x use a logarithmic scale
+// (said in the title).
+func renderSVG(results []bench.Result, m bench.Machine) string {
 	ps := panels(results)
 	const (
 		width    = 760
@@ -407,7 +481,7 @@ func renderSVG(results []bench.Result) string {
 		gap      = 4
 		titleH   = 26
 		panelGap = 14
-		top      = 40
+		top      = 48
 	)
 	plotW := width - labelW - valueW - 20
 	height := top
@@ -418,6 +492,7 @@ func renderSVG(results []bench.Result) string {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", width, height)
 	fmt.Fprintf(&b, `<text x="10" y="22" font-size="15" font-weight="bold">wsmux bench: primary figure per workload (ratio to wsmux in brackets)</text>`+"\n")
+	fmt.Fprintf(&b, `<text x="10" y="36" font-size="11" fill="#555555">%s</text>`+"\n", html.EscapeString(m.String()))
 	y := top
 	for _, p := range ps {
 		dir := "lower is better"
