@@ -53,6 +53,10 @@ func connectError(err error, server, what string, dialTimeout time.Duration) err
 		return nil
 	}
 	status, body, ok := handshakeStatus(err)
+	useHTTPS := fmt.Errorf("%s: the server speaks TLS: use https:// in --server (got %s)", what, server)
+	if ok && status == http.StatusBadRequest && speaksTLS(server, dialTimeout) {
+		return useHTTPS
+	}
 	switch {
 	case ok && status == http.StatusUnauthorized:
 		return authError(fmt.Errorf("%s: the server rejected the credentials (401): %s; check --token-file (or --client-cert)",
@@ -76,7 +80,7 @@ func connectError(err error, server, what string, dialTimeout time.Duration) err
 	var rh tls.RecordHeaderError
 	var ne net.Error
 	switch {
-	case errors.As(err, &ua):
+	case errors.As(err, &ua) || strings.Contains(err.Error(), "certificate signed by unknown authority"):
 		return fmt.Errorf("%s: the server's certificate is signed by an unknown authority: pass --ca-file with the CA "+
 			"certificate that signed it (or --insecure-skip-tls-verify, for tests only): %w", what, err)
 	case errors.As(err, &he):
@@ -88,11 +92,37 @@ func connectError(err error, server, what string, dialTimeout time.Duration) err
 		return fmt.Errorf("%s: the server does not speak TLS: use http:// in --server (got %s)", what, server)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return fmt.Errorf("%s: nothing listens there (connection refused): check the host and port in --server and that the server runs", what)
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout(),
+		strings.Contains(err.Error(), "no answer from the server within"):
 		return fmt.Errorf("%s: no answer within %s (--dial-timeout): check the address in --server and the network, "+
 			"or raise --dial-timeout", what, dialTimeout)
 	}
+	if !ok && speaksTLS(server, dialTimeout) {
+		return useHTTPS // an HTTP/1.0 400 from Go's TLS server, say
+	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// speaksTLS reports whether an http:// or ws:// server answers a TLS
+// handshake instead (asked only after a failed upgrade, to say "use
+// https://").
+func speaksTLS(server string, timeout time.Duration) bool {
+	u, err := url.Parse(server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "ws") {
+		return false
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "80")
+	}
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: min(timeout, 5*time.Second)},
+		Config: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // a probe: no data is sent
+	c, err := d.Dial("tcp", host)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
 }
 
 // handshakeStatus finds the HTTP status and body of a refused upgrade:

@@ -50,8 +50,78 @@ func (o Options) roundTrippers() (http.RoundTripper, *wsmuxhttpstream.RoundTripp
 	if o.Token != "" {
 		tr = transport.NewBearerAuthRoundTripper(o.Token, rt)
 	}
-	return tr, rt, nil
+	return &upgradeRT{rt: tr, d: o.DialTimeout}, rt, nil
 }
+
+// upgradeRT bounds a round trip until the server's answer (the 101 or an
+// error status) by DialTimeout, so a server that accepts the connection
+// and never answers fails in time (what follows the answer is not
+// bounded), and it keeps the first round-trip error with its type:
+// client-go formats it into a string (naming the POST it was asked for,
+// though the upgrade goes out as a GET).
+type upgradeRT struct {
+	rt http.RoundTripper
+	d  time.Duration
+
+	mu  sync.Mutex
+	err error
+}
+
+func (a *upgradeRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel() // the round tripper no longer watches ctx once it has the answer
+	var timer *time.Timer
+	if a.d > 0 {
+		timer = time.AfterFunc(a.d, cancel)
+	}
+	resp, err := a.rt.RoundTrip(req.WithContext(ctx))
+	if timer != nil && !timer.Stop() && err != nil {
+		err = &TimeoutError{After: a.d, Err: err}
+	}
+	if err != nil {
+		a.mu.Lock()
+		if a.err == nil {
+			a.err = err
+		}
+		a.mu.Unlock()
+	}
+	return resp, err
+}
+
+// firstErr returns the first round-trip error, or nil.
+func (a *upgradeRT) firstErr() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// typed returns err, or, when the request itself failed, the round trip's
+// own error (with its type, not client-go's string).
+func typed(err error, tr http.RoundTripper) error {
+	if u, ok := tr.(*upgradeRT); ok && err != nil {
+		if first := u.firstErr(); first != nil {
+			return first
+		}
+	}
+	return err
+}
+
+// TimeoutError is a server that did not answer within Options.DialTimeout.
+type TimeoutError struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("no answer from the server within %s: %v", e.After, e.Err)
+}
+func (e *TimeoutError) Unwrap() error { return e.Err }
+
+// Timeout reports true (net.Error).
+func (e *TimeoutError) Timeout() bool { return true }
+
+// Temporary reports false (net.Error).
+func (e *TimeoutError) Temporary() bool { return false }
 
 // PodURL is the URL of a pod subresource on the server.
 func (o Options) PodURL(namespace, pod, sub string, query url.Values) (*url.URL, error) {
@@ -140,7 +210,7 @@ func Exec(ctx context.Context, o Options, e ExecOptions) error {
 	if e.TTY && e.Sizes != nil {
 		opts.TerminalSizeQueue = e.Sizes
 	}
-	return classify(ex.StreamWithContext(ctx, opts))
+	return classify(typed(ex.StreamWithContext(ctx, opts), tr))
 }
 
 // PortForwardOptions describe a port-forward.
@@ -195,14 +265,14 @@ func PortForward(ctx context.Context, o Options, p PortForwardOptions, started f
 			started(&PortForwarder{pf})
 		}
 	case err := <-errc:
-		return dialer.check(err)
+		return typed(dialer.check(err), tr)
 	}
 	select {
 	case err := <-errc:
-		return dialer.check(err)
+		return typed(dialer.check(err), tr)
 	case <-ctx.Done():
 		close(stop)
-		return dialer.check(<-errc)
+		return typed(dialer.check(<-errc), tr)
 	}
 }
 

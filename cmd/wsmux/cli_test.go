@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
+)
+
+// watchBuf captures a command's output and tells when a line with a given
+// text was written (no polling).
+type watchBuf struct {
+	testnet.Buffer
+	mu    sync.Mutex
+	waits map[string]chan struct{}
+}
+
+func (w *watchBuf) Write(p []byte) (int, error) {
+	n, err := w.Buffer.Write(p)
+	s := w.Buffer.String()
+	w.mu.Lock()
+	for sub, ch := range w.waits {
+		if strings.Contains(s, sub) {
+			close(ch)
+			delete(w.waits, sub)
+		}
+	}
+	w.mu.Unlock()
+	return n, err
+}
+
+// seen returns a channel closed once sub was written.
+func (w *watchBuf) seen(sub string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch := make(chan struct{})
+	if strings.Contains(w.Buffer.String(), sub) {
+		close(ch)
+		return ch
+	}
+	if w.waits == nil {
+		w.waits = map[string]chan struct{}{}
+	}
+	if old, ok := w.waits[sub]; ok {
+		return old
+	}
+	w.waits[sub] = ch
+	return ch
+}
+
+// launch runs a command in-process; ctx nil means real signals. The exit
+// code arrives on the channel.
+func launch(ctx context.Context, args ...string) (*watchBuf, <-chan int) {
+	out := &watchBuf{}
+	done := make(chan int, 1)
+	go func() {
+		a := &app{stdin: strings.NewReader(""), stdout: out, stderr: out, ctx: ctx}
+		done <- runApp(a, args)
+	}()
+	return out, done
+}
+
+func waitOrFail(t *testing.T, ch <-chan struct{}, what string, out *watchBuf) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("never saw %s; output:\n%s", what, out.String())
+	}
+}
+
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key as
+// PEM files and returns their paths.
+func selfSigned(t *testing.T) (certFile, keyFile string) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "wsmux-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile = writeFile(t, "tls.crt", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	keyFile = writeFile(t, "tls.key", string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb})))
+	return certFile, keyFile
+}
+
+// silentListener accepts TCP connections (the kernel completes them) and
+// never answers: a server that hangs.
+func silentListener(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return ln.Addr().String()
+}
+
+// TestBadInputs is issue 19's table: every bad input, its exit code and
+// what the message must say. None of them may reach the server when the
+// mistake is in the arguments (dialled counts the connections it got).
+func TestBadInputs(t *testing.T) {
+	tok := writeFile(t, "token", "secret\n")
+	certFile, keyFile := selfSigned(t)
+
+	var dialled atomic.Int64
+	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dialled.Add(1)
+		http.Error(w, "counting server", http.StatusTeapot)
+	}))
+	defer counting.Close()
+	forbidden := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "Forbidden: not a wsmux server", http.StatusForbidden)
+	}))
+	defer forbidden.Close()
+	unauthorized := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "wsmux: unauthorized: invalid bearer token", http.StatusUnauthorized)
+	}))
+	defer unauthorized.Close()
+	notFound := httptest.NewServer(http.NotFoundHandler())
+	defer notFound.Close()
+	tlsServer := httptest.NewTLSServer(http.NotFoundHandler())
+	defer tlsServer.Close()
+	tlsServer.Config.ErrorLog = nil
+	silent := silentListener(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	_, busyPort, _ := net.SplitHostPort(busy.Addr().String())
+	tlsHost := strings.TrimPrefix(tlsServer.URL, "https://")
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want []string // each must appear in the output
+	}{
+		{"forward local port out of range", []string{"tunnel", "forward", "--server", counting.URL, "--token-file", tok, "99999:127.0.0.1:19001"},
+			exitUsage, []string{`local port "99999"`, "0 to 65535"}},
+		{"forward local port in use", []string{"tunnel", "forward", "--server", counting.URL, "--token-file", tok, busyPort + ":127.0.0.1:19001"},
+			exitError, []string{"in use", "pick another LOCALPORT"}},
+		{"serve --listen without port", []string{"tunnel", "serve", "--listen", "127.0.0.1", "--allow", "127.0.0.1:1", "--token-file", tok},
+			exitUsage, []string{`--listen "127.0.0.1"`, "HOST:PORT"}},
+		{"serve swapped cert and key", []string{"tunnel", "serve", "--listen", "127.0.0.1:0", "--allow", "127.0.0.1:1", "--token-file", tok,
+			"--tls-cert", keyFile, "--tls-key", certFile}, exitUsage, []string{"swapped", "certificate to --tls-cert"}},
+		{"serve missing token file", []string{"tunnel", "serve", "--listen", "127.0.0.1:0", "--allow", "127.0.0.1:1", "--token-file", tok + ".missing"},
+			exitUsage, []string{"--token-file", "no such file"}},
+		{"gateway swapped cert and key", []string{"gateway", "--listen", "127.0.0.1:0", "--token-file", tok,
+			"--tls-cert", keyFile, "--tls-key", certFile}, exitUsage, []string{"swapped"}},
+		{"port-forward bad port", []string{"port-forward", "--server", counting.URL, "--token-file", tok, "web-0", "abc"},
+			exitUsage, []string{`port "abc"`, "1 to 65535"}},
+		{"exec without pod", []string{"exec", "--server", counting.URL, "--token-file", tok, "--", "ls"},
+			exitUsage, []string{"POD is required"}},
+		{"server URL without scheme", []string{"tunnel", "forward", "--server", "127.0.0.1:8080", "--token-file", tok, "0:127.0.0.1:1"},
+			exitUsage, []string{"no scheme", "http://127.0.0.1:8080"}},
+		{"exec server URL without scheme", []string{"exec", "--server", "gw.example:8443", "--token-file", tok, "web-0", "--", "ls"},
+			exitUsage, []string{"no scheme", "https://gw.example:8443"}},
+		{"client missing token file", []string{"tunnel", "forward", "--server", counting.URL, "--token-file", tok + ".missing", "0:127.0.0.1:1"},
+			exitUsage, []string{"--token-file", "no such file"}},
+		{"bad log format", []string{"--log-format", "xml", "version"}, exitUsage, []string{"--log-format"}},
+		{"403 from a server that does not speak wsmux", []string{"tunnel", "forward", "--server", forbidden.URL, "--token-file", tok, "0:127.0.0.1:1"},
+			exitError, []string{"403", "does not speak wsmux"}},
+		{"exec 403", []string{"exec", "--server", forbidden.URL, "--token-file", tok, "web-0", "--", "ls"},
+			exitError, []string{"403", "does not speak wsmux"}},
+		{"401 is an authentication failure", []string{"tunnel", "forward", "--server", unauthorized.URL, "--token-file", tok, "0:127.0.0.1:1"},
+			exitAuth, []string{"401", "invalid bearer token", "--token-file"}},
+		{"exec names its real method", []string{"exec", "--server", notFound.URL, "--token-file", tok, "web-0", "--", "ls"},
+			exitError, []string{"GET " + notFound.URL + "/api/v1/namespaces/default/pods/web-0/exec", "404"}},
+		{"http:// against TLS", []string{"tunnel", "forward", "--server", "http://" + tlsHost, "--token-file", tok, "0:127.0.0.1:1"},
+			exitError, []string{"use https://"}},
+		{"exec http:// against TLS", []string{"exec", "--server", "http://" + tlsHost, "--token-file", tok, "web-0", "--", "ls"},
+			exitError, []string{"use https://"}},
+		{"https:// against plain HTTP", []string{"tunnel", "forward", "--server", "https://" + strings.TrimPrefix(notFound.URL, "http://"), "--token-file", tok, "0:127.0.0.1:1"},
+			exitError, []string{"does not speak TLS", "use http://"}},
+		{"unknown CA", []string{"tunnel", "forward", "--server", tlsServer.URL, "--token-file", tok, "0:127.0.0.1:1"},
+			exitError, []string{"unknown authority", "--ca-file"}},
+		{"exec unknown CA", []string{"exec", "--server", tlsServer.URL, "--token-file", tok, "web-0", "--", "ls"},
+			exitError, []string{"unknown authority", "--ca-file"}},
+		{"dial timeout", []string{"tunnel", "forward", "--server", "http://" + silent, "--dial-timeout", "300ms", "--token-file", tok, "0:127.0.0.1:1"},
+			exitError, []string{"no answer within 300ms", "--dial-timeout"}},
+		{"exec dial timeout", []string{"exec", "--server", "http://" + silent, "--dial-timeout", "300ms", "--token-file", tok, "web-0", "--", "ls"},
+			exitError, []string{"no answer within 300ms", "--dial-timeout"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := dialled.Load()
+			code, out, errOut := invoke(context.Background(), nil, tc.args...)
+			all := out + errOut
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; output:\n%s", code, tc.code, all)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(all, w) {
+					t.Errorf("output lacks %q:\n%s", w, all)
+				}
+			}
+			if strings.Contains(all, "serving") {
+				t.Errorf("logged serving before failing:\n%s", all)
+			}
+			if dialled.Load() != before {
+				t.Errorf("connected to the server before finding the bad argument")
+			}
+		})
+	}
+}
+
+// TestSecondSignalStopsAtOnce is issue 19's second bug, with real signals:
+// a server and a forwarder with a transfer running; the first SIGTERM
+// starts their drains (60 s each) and is logged by both; the second ends
+// both at once, each logging what it aborted and exiting 1. At 7f0589a the
+// second signal was ignored (the drains ran their 60 s) and both exited 0.
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	target := testnet.Serve(t, func(c net.Conn) {
+		_, _ = c.Write([]byte("x"))
+		<-hold
+	})
+	tokens := writeFile(t, "tokens", "s3cret\n")
+	serveAddr := freeAddr(t)
+	srvOut, srvDone := launch(nil, "tunnel", "serve", "--listen", serveAddr, "--allow", target, "--token-file", tokens,
+		"--shutdown-timeout", "60s")
+	waitOrFail(t, srvOut.seen("serving"), "the server serving", srvOut)
+	local := freeAddr(t)
+	fwOut, fwDone := launch(nil, "tunnel", "forward", "--server", "http://"+serveAddr, "--token-file", tokens,
+		"--drain-timeout", "60s", local+":"+target)
+	waitOrFail(t, fwOut.seen("tunnel: connected"), "the forwarder connected", fwOut)
+
+	c := testnet.Dial(t, local)
+	defer c.Close()
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitOrFail(t, srvOut.seen("shutting down"), "the server's drain", srvOut)
+	waitOrFail(t, fwOut.seen("received SIGTERM"), "the forwarder logging the signal", fwOut)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []struct {
+		name string
+		out  *watchBuf
+		done <-chan int
+		want string
+	}{{"tunnel serve", srvOut, srvDone, "aborted 1 session(s) with 1 open stream(s): second signal"},
+		{"tunnel forward", fwOut, fwDone, "aborted 1 open connection(s): second signal"}} {
+		select {
+		case code := <-p.done:
+			if code != exitError || !strings.Contains(p.out.String(), p.want) {
+				t.Errorf("%s: exit %d, want %d and %q; output:\n%s", p.name, code, exitError, p.want, p.out.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s still draining 10 s after the second SIGTERM; output:\n%s", p.name, p.out.String())
+		}
+	}
+}
+
+// TestOpsFeatures: --version and the version command, --log-format json,
+// --pprof (off by default), and metrics present at 0 before any event.
+func TestOpsFeatures(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		code, out, _ := invoke(nil, nil, args...)
+		if code != 0 || !strings.HasPrefix(out, "wsmux ") || !strings.Contains(out, "go1.") {
+			t.Errorf("%v: exit %d, %q", args, code, out)
+		}
+	}
+	tokens := writeFile(t, "tokens", "s3cret\n")
+	for _, pprof := range []bool{true, false} {
+		addr := freeAddr(t)
+		args := []string{"--log-format", "json", "tunnel", "serve", "--listen", addr, "--allow", "127.0.0.1:1", "--token-file", tokens}
+		if pprof {
+			args = append(args, "--pprof")
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		out, done := launch(ctx, args...)
+		waitOrFail(t, out.seen("serving"), "serving", out)
+		metrics := get(t, "http://"+addr+"/metrics")
+		for _, want := range []string{
+			`wsmux_tunnel_refused_total{reason="not_allowed"} 0`,
+			`wsmux_auth_failures_total{reason="invalid_token"} 0`,
+			`wsmux_errors_total{code="PROTOCOL_ERROR"} 0`,
+			`wsmux_limit_refusals_total{limit="sessions_per_caller"} 0`,
+			`wsmux_limit{limit="streams_per_session"} 100`,
+			`wsmux_sessions_active{protocol="wsmux"} 0`,
+		} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+		resp, err := http.Get("http://" + addr + "/debug/pprof/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if want := map[bool]int{true: 200, false: 404}[pprof]; resp.StatusCode != want {
+			t.Errorf("--pprof=%v: /debug/pprof/ answered %d, want %d", pprof, resp.StatusCode, want)
+		}
+		http.DefaultClient.CloseIdleConnections()
+		stop()
+		if code := <-done; code != 0 {
+			t.Errorf("exit %d", code)
+		}
+		for l := range strings.SplitSeq(strings.TrimSpace(out.String()), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil || m["msg"] == nil {
+				t.Errorf("--log-format json: line %q is not a JSON log record", l)
+			}
+		}
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
