@@ -1,0 +1,209 @@
+package wireconf_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/tunnel"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/wireconf"
+	"github.com/wsmux/wsmux/mux"
+)
+
+const token = "conformance-token"
+
+// echo serves a stream: every byte back, then a half-close after EOF.
+func echo(st *mux.Stream) {
+	_, _ = io.Copy(st, st)
+	_ = st.CloseWrite()
+}
+
+// muxServer is a mux.Upgrade server whose application accepts and echoes
+// every stream.
+func muxServer(t *testing.T, cfg *mux.Config) string {
+	t.Helper()
+	var wg sync.WaitGroup
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sess, err := mux.Upgrade(w, r, cfg)
+		if err != nil {
+			return
+		}
+		wg.Go(func() {
+			defer sess.Close()
+			for {
+				st, err := sess.AcceptStream(context.Background())
+				if err != nil {
+					return
+				}
+				wg.Go(func() { echo(st) })
+			}
+		})
+	}))
+	t.Cleanup(func() { hs.Close(); wg.Wait() })
+	return "ws" + strings.TrimPrefix(hs.URL, "http") + "/mux"
+}
+
+// run plays the conversations selected by only (all when empty) and
+// returns the summary and the report.
+func run(t *testing.T, o wireconf.Options, only string) (*wireconf.Summary, string) {
+	t.Helper()
+	var out bytes.Buffer
+	o.Out = &out
+	if only != "" {
+		o.Run = regexp.MustCompile(only)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Second
+	}
+	sum, err := wireconf.Run(context.Background(), o)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	return sum, out.String()
+}
+
+// mustPass fails the test on any FAIL and when fewer than min checks passed.
+func mustPass(t *testing.T, sum *wireconf.Summary, report string, minPass int) {
+	t.Helper()
+	if sum.Fail > 0 || sum.Pass < minPass {
+		t.Fatalf("%d failed, %d passed (want >= %d):\n%s", sum.Fail, sum.Pass, minPass, report)
+	}
+	t.Logf("%d passed, %d skipped; sections %v", sum.Pass, sum.Skip, sum.Sections)
+}
+
+func TestConformanceMuxUpgradeServer(t *testing.T) {
+	url := muxServer(t, nil)
+	sum, report := run(t, wireconf.Options{URL: url, Echo: true}, "")
+	mustPass(t, sum, report, 70)
+}
+
+// TestConformanceSmallWindows runs the checks that depend on the peer's
+// settings against a server whose windows fit in one message (so the
+// session window can be crossed) and, with short timers, the slow checks.
+func TestConformanceSmallWindows(t *testing.T) {
+	url := muxServer(t, &mux.Config{
+		InitialStreamWindow:  64 << 10,
+		InitialSessionWindow: 160 << 10,
+		MaxFramePayload:      4096,
+		MaxHeaderBytes:       2048,
+		MaxStreams:           5,
+		SettingsTimeout:      200 * time.Millisecond,
+		ReadTimeout:          200 * time.Millisecond,
+		KeepAliveInterval:    200 * time.Millisecond,
+		KeepAliveTimeout:     5 * time.Second,
+	})
+	sum, report := run(t, wireconf.Options{URL: url, Echo: true, Slow: true}, "")
+	mustPass(t, sum, report, 75)
+	for _, r := range sum.Results {
+		if r.Status == "SKIP" && r.Name != "handshake-refuses-other-subprotocol" {
+			t.Errorf("%s skipped: %s", r.Name, r.Detail)
+		}
+	}
+}
+
+// TestConformanceTunnelServe runs against the handler of `wsmux tunnel
+// serve`, with an allowed echo target and the bearer token.
+func TestConformanceTunnelServe(t *testing.T) {
+	target := testnet.Echo(t)
+	srv, err := tunnel.NewServer(tunnel.ServerConfig{
+		Allow:  []string{target},
+		Auth:   auth.New([]string{token}, nil),
+		Mux:    &mux.Config{MaxStreams: 1000},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { hs.Close(); srv.Wait() })
+	u, err := tunnel.WebSocketURL(hs.URL, tunnel.DefaultPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := wireconf.Options{
+		URL:          u,
+		Header:       http.Header{"Authorization": {"Bearer " + token}},
+		StreamHeader: http.Header{tunnel.TargetHeader: {target}},
+		Echo:         true,
+	}
+	sum, report := run(t, o, "")
+	mustPass(t, sum, report, 70)
+
+	// Without the token the run cannot start: that is an error, not a FAIL.
+	o.Header = nil
+	if _, err := wireconf.Run(context.Background(), o); err == nil {
+		t.Fatal("a run without credentials succeeded")
+	}
+}
+
+// TestConformanceMuxClient runs the runner as a server for a mux client
+// that redials after every session and echoes the streams it accepts.
+func TestConformanceMuxClient(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			sess, err := mux.Dial(ctx, "ws://"+ln.Addr().String()+"/", nil)
+			if err != nil {
+				continue // the runner has closed the listener, or refused this one
+			}
+			for {
+				st, err := sess.AcceptStream(ctx)
+				if err != nil {
+					break
+				}
+				wg.Go(func() { echo(st) })
+			}
+			_ = sess.Close()
+		}
+	})
+	sum, report := run(t, wireconf.Options{Listener: ln, Echo: true, AcceptTimeout: 10 * time.Second}, "")
+	_ = ln.Close()
+	mustPass(t, sum, report, 70)
+}
+
+func TestLoadRejectsUnknownFields(t *testing.T) {
+	for _, tc := range []struct{ name, in string }{
+		{"unknown field", `{"version":1,"conversations":[{"name":"x","steps":[{"sned":{}}]}]}`},
+		{"version", `{"version":2,"conversations":[]}`},
+		{"syntax", `{"version":1,`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := wireconf.Load([]byte(tc.in)); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+func TestRunNoServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, err = wireconf.Run(context.Background(), wireconf.Options{URL: "ws://" + addr + "/", Timeout: time.Second})
+	var ne net.Error
+	var oe *net.OpError
+	if err == nil || !(errors.As(err, &oe) || errors.As(err, &ne)) {
+		t.Fatalf("err = %v, want a dial error", err)
+	}
+}
