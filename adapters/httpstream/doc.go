@@ -33,6 +33,12 @@
 // the others, no 16 MiB write limit, CreateStream fails at once when the
 // connection dies, SetIdleTimeout is not defeated by keepalive pings.
 //
+// RoundTripperFor builds the pair from a *rest.Config in one call (TLS,
+// bearer tokens, exec plugins, proxies), as client-go's
+// transport/spdy.RoundTripperFor does for SPDY. The package examples show
+// client-go's fallback executor (wsmux first, SPDY when the server answers
+// 403) and a server that accepts both protocols on one path.
+//
 // A server that does not speak wsmux (an unmodified kubelet answers 403)
 // makes NewConnection return an *httpstream.UpgradeFailureError, so
 // client-go's fallback executor and dialer drop back to SPDY. Package
