@@ -7,17 +7,17 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/wsmux/wsmux/mux/internal/wsio"
+	"github.com/wsmux/wsmux/internal/wshandshake"
 )
 
 // Subprotocol is the WebSocket subprotocol of WSMUX/1, offered by Dial and
 // required by Upgrade.
-const Subprotocol = wsio.Subprotocol
+const Subprotocol = wshandshake.Subprotocol
 
 // HandshakeError reports a failed WebSocket handshake: on Dial, the
 // server's HTTP status (with its headers and the start of its body) when it
 // did not switch protocols; on Upgrade, the status answered to the client.
-type HandshakeError = wsio.HandshakeError
+type HandshakeError = wshandshake.HandshakeError
 
 // Dialer opens client sessions over ws:// and wss:// URLs.
 type Dialer struct {
@@ -40,7 +40,7 @@ func (d *Dialer) Dial(ctx context.Context, url string) (*Session, error) {
 	if err := d.Config.Validate(); err != nil {
 		return nil, err
 	}
-	conn, br, _, err := wsio.Dial(ctx, url, wsio.DialOptions{
+	conn, br, _, err := wshandshake.Dial(ctx, url, wshandshake.DialOptions{
 		Header:    d.Header,
 		TLSConfig: d.TLSConfig,
 		NetDial:   d.NetDial,
@@ -78,7 +78,7 @@ func Upgrade(w http.ResponseWriter, r *http.Request, cfg *Config) (*Session, err
 	if len(w.Header()) > 0 {
 		respHeader = w.Header().Clone()
 	}
-	conn, br, err := wsio.Upgrade(w, r, respHeader)
+	conn, br, err := wshandshake.Upgrade(w, r, respHeader)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/wsmux/wsmux/mux/internal/wsio"
+	"github.com/wsmux/wsmux/internal/wshandshake"
 )
 
 // Headers a handler sets before Upgrade travel with the 101, as Kubernetes'
@@ -28,7 +28,7 @@ func TestUpgradeSendsHandlerHeaders(t *testing.T) {
 	defer srv.Close()
 
 	url := "ws" + strings.TrimPrefix(srv.URL, "http")
-	conn, br, hdr, err := wsio.Dial(context.Background(), url, wsio.DialOptions{})
+	conn, br, hdr, err := wshandshake.Dial(context.Background(), url, wshandshake.DialOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "v4.channel.k8s.io", hdr.Get("X-Stream-Protocol-Version"))
 	c, err := NewSession(conn, br, true, nil)

@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wsmux/wsmux/adapters/internal/wshandshake"
+	"github.com/wsmux/wsmux/internal/wshandshake"
 	"github.com/wsmux/wsmux/mux"
 	"golang.org/x/net/proxy"
 	apihttpstream "k8s.io/apimachinery/pkg/util/httpstream"
@@ -256,7 +256,7 @@ func (rt *RoundTripper) newConnection(resp *http.Response) (*connection, *Upgrad
 	}
 	if err := wshandshake.CheckResponse(resp, key); err != nil {
 		conn.Close()
-		return nil, &UpgradeError{StatusCode: resp.StatusCode, Header: resp.Header, Reason: err.Error()}, nil
+		return nil, &UpgradeError{StatusCode: resp.StatusCode, Header: resp.Header, Reason: err.Reason}, nil
 	}
 	if br.Buffered() == 0 {
 		br = nil

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/wsmux/wsmux/adapters/internal/wshandshake"
+	"github.com/wsmux/wsmux/internal/wshandshake"
 	"github.com/wsmux/wsmux/mux"
 	apihttpstream "k8s.io/apimachinery/pkg/util/httpstream"
 	k8shttpstream "k8s.io/streaming/pkg/httpstream"
@@ -57,7 +57,7 @@ func NewResponseUpgraderWithConfig(cfg *mux.Config) k8shttpstream.ResponseUpgrad
 func IsWsmuxRequest(req *http.Request) bool { return wshandshake.IsRequest(req) }
 
 func (u responseUpgrader) upgrade(w http.ResponseWriter, req *http.Request, h k8shttpstream.NewStreamHandler) *connection {
-	conn, br, err := wshandshake.Upgrade(w, req)
+	conn, br, err := wshandshake.UpgradeAcceptingPOST(w, req, w.Header())
 	if err != nil {
 		return nil
 	}

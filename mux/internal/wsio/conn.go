@@ -13,10 +13,6 @@ import (
 	"github.com/gobwas/ws"
 )
 
-// Subprotocol is the WebSocket subprotocol of WSMUX/1, offered by Dial and
-// required by Upgrade in Sec-WebSocket-Protocol.
-const Subprotocol = "wsmux.v1"
-
 // HeaderRoom is how many bytes a WriteMessage buffer must reserve in front of
 // its payload: the largest WebSocket frame header (ws.MaxHeaderSize).
 const HeaderRoom = ws.MaxHeaderSize

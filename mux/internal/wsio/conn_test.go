@@ -755,8 +755,6 @@ func TestZeroAllocsPingPong(t *testing.T) {
 func TestErrorStrings(t *testing.T) {
 	require.Contains(t, (&ProtocolError{Close: 1002, Reason: "bad"}).Error(), "1002")
 	require.Contains(t, (&CloseError{Code: 1000}).Error(), "1000")
-	require.Contains(t, (&HandshakeError{StatusCode: 403, Body: []byte("nope")}).Error(), "403 Forbidden: nope")
-	require.Contains(t, (&HandshakeError{StatusCode: 101, Reason: "no subprotocol"}).Error(), "no subprotocol")
 }
 
 func itoa(n int) string {

@@ -1,7 +1,7 @@
-// Package wsio is the WebSocket layer of the mux: the RFC 6455 handshakes
-// that negotiate the WSMUX/1 subprotocol (Dial on the client, Upgrade on a
-// net/http server) and binary message I/O over the upgraded connection
-// (Conn), all on top of github.com/gobwas/ws's low-level API.
+// Package wsio is the WebSocket layer of the mux: binary message I/O over a
+// connection upgraded to the WSMUX/1 subprotocol (Conn), on top of
+// github.com/gobwas/ws's low-level API. The opening handshake itself is the
+// module's internal/wshandshake, shared with the adapters.
 //
 // Conn is built for one reader goroutine and one writer goroutine:
 //

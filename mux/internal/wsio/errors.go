@@ -2,7 +2,6 @@ package wsio
 
 import (
 	"errors"
-	"net/http"
 	"strconv"
 
 	"github.com/gobwas/ws"
@@ -40,39 +39,6 @@ func (e *CloseError) Error() string {
 	s := "wsio: peer closed the connection (" + strconv.Itoa(int(e.Code)) + ")"
 	if e.Reason != "" {
 		s += ": " + e.Reason
-	}
-	return s
-}
-
-// HandshakeError reports a failed WebSocket handshake.
-//
-// On the client (Dial): StatusCode is the server's HTTP status; for a status
-// other than 101 Header and Body (at most MaxHandshakeBody bytes) are the
-// server's response, for a 101 that did not select wsmux.v1 Reason says so.
-// On the server (Upgrade): StatusCode is the HTTP status answered to the
-// client and Reason why.
-type HandshakeError struct {
-	StatusCode int
-	Header     http.Header
-	Body       []byte
-	Reason     string
-}
-
-// Error implements error.
-func (e *HandshakeError) Error() string {
-	s := "wsio: websocket handshake failed: " + strconv.Itoa(e.StatusCode)
-	if t := http.StatusText(e.StatusCode); t != "" {
-		s += " " + t
-	}
-	switch {
-	case e.Reason != "":
-		s += ": " + e.Reason
-	case len(e.Body) > 0:
-		b := e.Body
-		if len(b) > 256 {
-			b = b[:256]
-		}
-		s += ": " + string(b)
 	}
 	return s
 }
