@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gobwas/ws"
 	"github.com/spf13/cobra"
 
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/tunnel"
@@ -99,6 +101,10 @@ Checks that wait for a peer's timers (up to a minute each) run with --slow.`,
 			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer cancel()
 			sum, err := wireconf.Run(ctx, o)
+			var se ws.StatusError
+			if errors.As(err, &se) && (se == 401 || se == 403) {
+				return authError(err)
+			}
 			if err != nil {
 				return err
 			}
