@@ -35,15 +35,15 @@ type Options struct {
 
 // Result is one figure of one run of one workload on one transport.
 type Result struct {
-	Workload  string  // Workload.FullName(): "Bulk1/dir=c2s", "Echo64"
-	Transport string  // Transport.Name
-	Metric    string  // the name `go test -bench` prints: "ns/op", "MB/s", "p99-ns", "B/stream"
-	Value     float64 // in Unit
-	Unit      string  // "ns", "MB/s", "ms/MiB", "B", "allocs", "streams", "goroutines", "bool" (1 or 0)
+	Workload  string  `json:"workload"`  // Workload.FullName(): "Bulk1/dir=c2s", "Echo64"
+	Transport string  `json:"transport"` // Transport.Name
+	Metric    string  `json:"metric"`    // the name `go test -bench` prints: "ns/op", "MB/s", "cpu-ms/MiB", "p99-ns", "B/stream"
+	Value     float64 `json:"value"`     // in Unit
+	Unit      string  `json:"unit"`      // "ns", "MB/s", "ms/MiB", "B", "allocs", "streams", "goroutines", "bool" (1 or 0)
 	// HigherIsBetter tells the direction for ratios and for picking the
 	// best peer.
-	HigherIsBetter bool
-	Run            int // 0 .. Count-1
+	HigherIsBetter bool `json:"higher_is_better"`
+	Run            int  `json:"run"` // 0 .. Count-1
 }
 
 type metricInfo struct {

@@ -124,6 +124,11 @@ func TestBenchTinyRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, want := range []string{`"machine": {`, `"cpu": `, `"workload": "Bulk1/dir=c2s"`, `"higher_is_better": true`} {
+		if !strings.Contains(string(js), want) {
+			t.Errorf("results.json lacks %s:\n%.600s", want, js)
+		}
+	}
 	var rep benchReport
 	if err := json.Unmarshal(js, &rep); err != nil {
 		t.Fatal(err)
