@@ -36,7 +36,8 @@ type Limits struct {
 	BufferPerCaller int64
 }
 
-// Limit names, the label of wsmux_limit and wsmux_limit_refusals_total.
+// Limit names, the label of wsmux_limit (and of
+// wsmux_limit_refusals_total, except LimitBuffer).
 const (
 	LimitSessions = "sessions_per_caller"
 	LimitStreams  = "streams_per_session"
@@ -101,7 +102,9 @@ func NewLimiter(lim Limits, m *Metrics) *Limiter {
 	conf.WithLabelValues(LimitStreams).Set(float64(lim.StreamsPerSession))
 	conf.WithLabelValues(LimitDials).Set(lim.DialsPerSecond)
 	conf.WithLabelValues(LimitBuffer).Set(float64(lim.BufferPerCaller))
-	for _, n := range []string{LimitSessions, LimitStreams, LimitDials, LimitBuffer} {
+	// (The buffer limit refuses nothing itself: flow control does, counted
+	// as FLOW_CONTROL_ERROR in wsmux_errors_total.)
+	for _, n := range []string{LimitSessions, LimitStreams, LimitDials} {
 		l.refusals.WithLabelValues(n)
 	}
 	if m != nil {

@@ -275,7 +275,6 @@ func (f *Forwarder) Listen() error {
 			return fmt.Errorf("cannot listen on %s: %w", fw.Local, err)
 		}
 		f.lns = append(f.lns, ln)
-		f.log.Info("tunnel: forwarding", "local", ln.Addr().String(), "target", fw.Target)
 	}
 	return nil
 }
@@ -322,6 +321,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	defer abortAll()
 	var accepting sync.WaitGroup
 	for i, ln := range f.lns {
+		f.log.Info("tunnel: forwarding", "local", ln.Addr().String(), "target", f.forwards[i].Target)
 		accepting.Add(1)
 		go func() {
 			defer accepting.Done()
