@@ -83,7 +83,8 @@ finish for --shutdown-timeout, then close what is left.`,
 				return usageErrorf("--kubeconfig: %v: pass a kubeconfig for the cluster (or run in a pod)", err)
 			}
 			g, err := gateway.New(gateway.Config{
-				Auth: auth.New(tokens, pool), Cluster: cluster, Upstream: upstream, Limits: lf.limits(), Logger: a.log,
+				Auth: auth.New(tokens, pool), Cluster: cluster, Upstream: upstream, Limits: lf.limits(),
+				DrainTimeout: sf.shutdownTimeout, Logger: a.log,
 			})
 			if err != nil {
 				return usageErrorf("%v", err)

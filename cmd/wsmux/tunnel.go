@@ -173,10 +173,9 @@ for --shutdown-timeout, then close what is left.`,
 			if err != nil {
 				return err
 			}
-			mc := &mux.Config{MaxStreams: lf.streams}
-			if sf.shutdownTimeout > mux.DefaultConfig().CloseTimeout {
-				mc.CloseTimeout = sf.shutdownTimeout // a GOAWAY drain may last --shutdown-timeout
-			}
+			// A session's GOAWAY drain may last --shutdown-timeout (mux's
+			// own bound would otherwise cut it at 30 s).
+			mc := &mux.Config{MaxStreams: lf.streams, CloseTimeout: sf.shutdownTimeout}
 			srv, err := tunnel.NewServer(tunnel.ServerConfig{
 				Allow:       allow,
 				Auth:        auth.New(tokens, nil),

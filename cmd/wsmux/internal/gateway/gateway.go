@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 	k8shttpstream "k8s.io/streaming/pkg/httpstream"
@@ -46,9 +47,12 @@ type Config struct {
 	// Limits are the per-caller limits: sessions (429 beyond), upstream
 	// dials per second (429 beyond), streams per wsmux session and the
 	// bytes a caller's wsmux sessions may buffer. Zero: none.
-	Limits  ops.Limits
-	Logger  *slog.Logger
-	Metrics *ops.Metrics
+	Limits ops.Limits
+	// DrainTimeout is how long a wsmux session's GOAWAY drain may last
+	// (the command's --shutdown-timeout); 0 keeps mux's CloseTimeout.
+	DrainTimeout time.Duration
+	Logger       *slog.Logger
+	Metrics      *ops.Metrics
 }
 
 // Gateway is the gateway's HTTP handler.
@@ -95,7 +99,7 @@ func New(cfg Config) (*Gateway, error) {
 		g.m = ops.NewMetrics()
 	}
 	g.lim = ops.NewLimiter(cfg.Limits, g.m)
-	g.muxCfg = &mux.Config{}
+	g.muxCfg = &mux.Config{CloseTimeout: cfg.DrainTimeout}
 	g.lim.ApplyBuffer(g.muxCfg)
 	if err := g.muxCfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gateway: limits: %w", err)

@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
 )
 
 // TestDrainKeepsRunningTransfers is issue 19's first bug: the server
@@ -49,7 +52,29 @@ func TestDrainKeepsRunningTransfers(t *testing.T) {
 		served <- ops.Serve(ctx, ln, srv.Handler(), ops.ServerOptions{ShutdownTimeout: 20 * time.Second, Logger: testLogger(t)},
 			srv.Metrics().Sessions, srv.Health())
 	}()
-	_, addrs := startForwarder(t, "http://"+ln.Addr().String(), testToken, target)
+	var fwLog testnet.Buffer
+	fw, err := NewForwarder(ClientConfig{Server: "http://" + ln.Addr().String(), Token: testToken,
+		Logger: slog.New(slog.NewTextHandler(io.MultiWriter(&fwLog, testnet.LogWriter{T: t}), nil))},
+		[]Forward{{Local: "127.0.0.1:0", Target: target}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fwCtx, fwStop := context.WithCancel(context.Background())
+	fwDone := make(chan error, 1)
+	go func() { fwDone <- fw.Run(fwCtx) }()
+	defer func() {
+		fwStop()
+		if err := <-fwDone; err != nil {
+			t.Error(err)
+		}
+	}()
+	addrs := []string{fw.Addrs()[0].String()}
 
 	c, err := net.Dial("tcp", addrs[0])
 	if err != nil {
@@ -102,4 +127,9 @@ func TestDrainKeepsRunningTransfers(t *testing.T) {
 		t.Fatal("Serve did not return after the last stream ended")
 	}
 	srv.Wait()
+	// The forwarder said why the new connection failed (logged before it
+	// was aborted).
+	if !strings.Contains(fwLog.String(), "the server sent GOAWAY") {
+		t.Errorf("the forwarder did not log the server's GOAWAY:\n%s", fwLog.String())
+	}
 }
