@@ -334,6 +334,7 @@ func TestOpsFeatures(t *testing.T) {
 			`wsmux_limit_refusals_total{limit="sessions_per_caller"} 0`,
 			`wsmux_limit{limit="streams_per_session"} 100`,
 			`wsmux_sessions_active{protocol="wsmux"} 0`,
+			`wsmux_upgrades_total{kind="tunnel",protocol="wsmux"} 0`,
 		} {
 			if !strings.Contains(metrics, want) {
 				t.Errorf("/metrics lacks %s", want)

@@ -98,6 +98,11 @@ func New(cfg Config) (*Gateway, error) {
 	if g.m == nil {
 		g.m = ops.NewMetrics()
 	}
+	for _, proto := range []string{"wsmux", "spdy"} { // at 0 from the start
+		for _, kind := range []string{"exec", "attach", "portforward"} {
+			g.m.Upgrades.WithLabelValues(proto, kind)
+		}
+	}
 	g.lim = ops.NewLimiter(cfg.Limits, g.m)
 	g.muxCfg = &mux.Config{CloseTimeout: cfg.DrainTimeout}
 	g.lim.ApplyBuffer(g.muxCfg)

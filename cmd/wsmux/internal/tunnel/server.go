@@ -82,6 +82,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Mux != nil {
 		mc = *cfg.Mux
 	}
+	s.m.Upgrades.WithLabelValues("wsmux", "tunnel") // at 0 from the start
 	s.lim = ops.NewLimiter(cfg.Limits, s.m)
 	s.lim.ApplyBuffer(&mc)
 	if mc.MaxStreams == 0 {
