@@ -25,7 +25,7 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 
-## lint: vet + gofmt + layering rules of DESIGN.md (frame and flow import nothing of the project; mux no Kubernetes).
+## lint: vet + gofmt + layering rules of README.md's Layout (frame and flow import nothing of the project; mux no Kubernetes).
 lint: vet fmt-check
 	@bash scripts/check-layers.sh
 

@@ -2,6 +2,12 @@
 // frame type, header blocks and the walk over the frames of one WebSocket
 // message.
 //
+// WSMUX/1 is specified in docs/spec/wsmux-v1.md of this repository
+// (https://github.com/wsmux/wsmux/blob/main/docs/spec/wsmux-v1.md); this
+// package implements its sections 3 (frame layout), 4 (frame types) and 5
+// (header blocks) and the entry checks of section 6 (SETTINGS), and is tested
+// against the language-neutral vectors of testdata/vectors.
+//
 // Encode by appending to a caller buffer and decode in place:
 //
 //	buf, err := frame.AppendData(buf[:0], 1, false, payload)

@@ -324,7 +324,7 @@ func TestErrorCodeString(t *testing.T) {
 		require.Equal(t, tc.want, tc.c.String())
 		require.Equal(t, tc.app, tc.c.IsApplication(), "%v", tc.c)
 	}
-	// The values are HTTP/2's and DESIGN.md's.
+	// The values are HTTP/2's and the spec's (docs/spec/wsmux-v1.md section 10).
 	require.Equal(t, []frame.ErrorCode{0, 1, 2, 3, 4, 5, 6, 7, 8, 0xa, 0xb, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15}, []frame.ErrorCode{
 		frame.NoError, frame.ProtocolError, frame.InternalError, frame.FlowControlError, frame.SettingsTimeout,
 		frame.StreamClosed, frame.FrameSizeError, frame.RefusedStream, frame.Cancel, frame.ConnectError,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Enforces the layering of DESIGN.md: frame and flow import nothing of the project,
+# Enforces the layering of README.md's Layout table: frame and flow import nothing of the project,
 # mux never reaches Kubernetes or the adapters.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,5 +1,5 @@
 // Package conformance is one suite of Kubernetes httpstream behaviour, written
-// from the semantics in DESIGN.md ("Kubernetes semantics that must hold"), that
+// from the semantics in adapters/README.md ("Kubernetes semantics that must hold"), that
 // any implementation of k8s.io/streaming/pkg/httpstream.Connection can be run
 // against: the SPDY adapter from k8s.io/streaming and wsmux's adapter run the
 // same subtests, so every difference shows as a named subtest.
@@ -219,7 +219,7 @@ func Table(column string, rs []Result) string {
 }
 
 // SPDYKnown lists where the SPDY adapter (k8s.io/streaming/pkg/httpstream/spdy
-// over moby/spdystream) differs from DESIGN.md's semantics. Any connection
+// over moby/spdystream) differs from adapters/README.md's semantics. Any connection
 // with a SPDY leg (directly or behind a bridge) inherits them.
 var SPDYKnown = Known{
 	ResetSeenByPeer:                  "spdystream: after the peer's RST_STREAM the local Write keeps succeeding (the data is dropped)",

@@ -16,8 +16,8 @@ import (
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
 )
 
-// TestDrainKeepsRunningTransfers is issue 19's first bug: the server
-// drains (SIGTERM's path: ops.Serve's context ends, GOAWAY goes out), and
+// TestDrainKeepsRunningTransfers: a drain must not cut running transfers.
+// The server drains (SIGTERM's path: ops.Serve's context ends, GOAWAY goes out), and
 // while a transfer through the forwarder is half done a new connection
 // arrives at the forward's port. The new connection is refused (the
 // server takes no new streams); the running transfer must still finish
