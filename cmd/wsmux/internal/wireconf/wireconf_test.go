@@ -15,10 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/tunnel"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/wireconf"
+	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/mux"
 )
 
@@ -205,5 +209,77 @@ func TestRunNoServer(t *testing.T) {
 	var oe *net.OpError
 	if err == nil || !(errors.As(err, &oe) || errors.As(err, &ne)) {
 		t.Fatalf("err = %v, want a dial error", err)
+	}
+}
+
+// lenientServer is a scripted fake WSMUX/1 server that breaks two rules
+// on purpose: it sends its SETTINGS, answers PINGs and ACKs every SYN, and
+// accepts everything else, including DATA past its window and reused
+// stream ids.
+func lenientServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				u := ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == wireconf.Subprotocol }}
+				if _, err := u.Upgrade(c); err != nil {
+					return
+				}
+				var set frame.Settings
+				_ = wsutil.WriteServerBinary(c, frame.AppendSettings(nil, &set))
+				for {
+					msg, op, err := wsutil.ReadClientData(c)
+					if err != nil || op != ws.OpBinary {
+						return
+					}
+					var out []byte
+					var it frame.Iterator
+					it.Reset(msg, frame.DefaultLimits())
+					for it.Next() {
+						f := it.Frame()
+						switch {
+						case f.Type == frame.TypePing && !f.Flags.Has(frame.FlagACK):
+							out = frame.AppendPing(out, true, f.Arg)
+						case f.Type == frame.TypeHeaders && f.Flags.Has(frame.FlagSYN):
+							out, _ = frame.AppendHeadersBlock(out, f.StreamID, frame.FlagACK, nil)
+						}
+					}
+					if len(out) > 0 {
+						_ = wsutil.WriteServerBinary(c, out)
+					}
+				}
+			})
+		}
+	})
+	return "ws://" + ln.Addr().String() + "/"
+}
+
+// TestRunnerNamesTheBrokenRule: against a server that accepts DATA past
+// its window and a reused stream id, the runner fails exactly those checks,
+// naming their sections, and passes the PING check the server does keep.
+func TestRunnerNamesTheBrokenRule(t *testing.T) {
+	sum, report := run(t, wireconf.Options{URL: lenientServer(t), Timeout: 3 * time.Second}, "^(data-past-stream-window|syn-reused-id|ping-ack)$")
+	want := map[string]string{"data-past-stream-window": "FAIL 8.3", "syn-reused-id": "FAIL 7.1", "ping-ack": "PASS 4.6"}
+	for _, r := range sum.Results {
+		if got := r.Status + " " + r.Section; got != want[r.Name] {
+			t.Errorf("%s: %s, want %s", r.Name, got, want[r.Name])
+		}
+		if r.Status == "FAIL" && !strings.Contains(r.Detail, "accepted what it must reject") {
+			t.Errorf("%s: detail %q", r.Name, r.Detail)
+		}
+	}
+	if len(sum.Results) != 3 || !strings.Contains(report, "FAIL §8.3") {
+		t.Fatalf("report:\n%s", report)
 	}
 }
