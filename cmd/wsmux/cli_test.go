@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -22,7 +23,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/tunnel"
+	"github.com/wsmux/wsmux/mux"
 )
 
 // watchBuf captures a command's output and tells when a line with a given
@@ -254,10 +258,12 @@ func TestBadInputs(t *testing.T) {
 }
 
 // TestSecondSignalStopsAtOnce is issue 19's second bug, with real signals:
-// a server and a forwarder with a transfer running; the first SIGTERM
-// starts their drains (60 s each) and is logged by both; the second ends
-// both at once, each logging what it aborted and exiting 1. At 7f0589a the
-// second signal was ignored (the drains ran their 60 s) and both exited 0.
+// a server and a forwarder, each with a transfer running (each with its
+// own peer, so that neither's abort ends the other's transfer first); the
+// first SIGTERM starts their drains (60 s each) and is logged by both; the
+// second ends both at once, each logging what it aborted and exiting 1. At
+// 7f0589a the second signal was ignored (the drains ran their 60 s), the
+// forwarder logged nothing, and both exited 0.
 func TestSecondSignalStopsAtOnce(t *testing.T) {
 	hold := make(chan struct{})
 	defer close(hold)
@@ -266,15 +272,42 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 		<-hold
 	})
 	tokens := writeFile(t, "tokens", "s3cret\n")
+
+	// tunnel serve, with a transfer from a plain mux client.
 	serveAddr := freeAddr(t)
 	srvOut, srvDone := launch(nil, "tunnel", "serve", "--listen", serveAddr, "--allow", target, "--token-file", tokens,
 		"--shutdown-timeout", "60s")
 	waitOrFail(t, srvOut.seen("serving"), "the server serving", srvOut)
-	local := freeAddr(t)
-	fwOut, fwDone := launch(nil, "tunnel", "forward", "--server", "http://"+serveAddr, "--token-file", tokens,
-		"--drain-timeout", "60s", local+":"+target)
-	waitOrFail(t, fwOut.seen("tunnel: connected"), "the forwarder connected", fwOut)
+	sess, err := (&mux.Dialer{Header: http.Header{"Authorization": {"Bearer s3cret"}}}).Dial(context.Background(),
+		"ws://"+serveAddr+tunnel.DefaultPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	st, err := sess.Open(context.Background(), http.Header{tunnel.TargetHeader: {target}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(st, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
 
+	// tunnel forward, to an in-process server, with a transfer.
+	srv, err := tunnel.NewServer(tunnel.ServerConfig{Allow: []string{target}, Auth: auth.New([]string{"s3cret"}, nil),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer func() {
+		hs.Close()
+		srv.Metrics().Sessions.Drain(context.Background())
+		srv.Wait()
+	}()
+	local := freeAddr(t)
+	fwOut, fwDone := launch(nil, "tunnel", "forward", "--server", hs.URL, "--token-file", tokens,
+		"--drain-timeout", "60s", local+":"+target)
+	waitOrFail(t, fwOut.seen("tunnel: forwarding"), "the forwarder forwarding", fwOut)
 	c := testnet.Dial(t, local)
 	defer c.Close()
 	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
@@ -286,6 +319,7 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	}
 	waitOrFail(t, srvOut.seen("shutting down"), "the server's drain", srvOut)
 	waitOrFail(t, fwOut.seen("received SIGTERM"), "the forwarder logging the signal", fwOut)
+	waitOrFail(t, fwOut.seen("tunnel: stopping"), "the forwarder's drain", fwOut)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -371,4 +405,76 @@ func get(t *testing.T, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// TestDrainDeadlineExitsNonZero: when the drain deadline passes with a
+// transfer still running, the server and the forwarder abort it, say so
+// and exit 1 (at 7f0589a both exited 0).
+func TestDrainDeadlineExitsNonZero(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	target := testnet.Serve(t, func(c net.Conn) {
+		_, _ = c.Write([]byte("x"))
+		<-hold
+	})
+	tokens := writeFile(t, "tokens", "s3cret\n")
+	serveAddr := freeAddr(t)
+	srvCtx, srvStop := context.WithCancel(context.Background())
+	defer srvStop()
+	srvOut, srvDone := launch(srvCtx, "tunnel", "serve", "--listen", serveAddr, "--allow", target, "--token-file", tokens,
+		"--shutdown-timeout", "300ms")
+	waitOrFail(t, srvOut.seen("serving"), "the server serving", srvOut)
+	local := freeAddr(t)
+	fwCtx, fwStop := context.WithCancel(context.Background())
+	defer fwStop()
+	fwOut, fwDone := launch(fwCtx, "tunnel", "forward", "--server", "http://"+serveAddr, "--token-file", tokens,
+		"--drain-timeout", "300ms", local+":"+target)
+	waitOrFail(t, fwOut.seen("tunnel: forwarding"), "the forwarder forwarding", fwOut)
+	c := testnet.Dial(t, local)
+	defer c.Close()
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+
+	fwStop() // the forwarder first: its drain ends at its deadline
+	select {
+	case code := <-fwDone:
+		if want := "aborted 1 open connection(s): drain deadline passed"; code != exitError || !strings.Contains(fwOut.String(), want) {
+			t.Errorf("forward: exit %d, want %d and %q; output:\n%s", code, exitError, want, fwOut.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("forward did not stop; output:\n%s", fwOut.String())
+	}
+
+	// Now the server's deadline, with a transfer through a new forwarder.
+	fwCtx2, fwStop2 := context.WithCancel(context.Background())
+	defer fwStop2()
+	local2 := freeAddr(t)
+	fwOut2, fwDone2 := launch(fwCtx2, "tunnel", "forward", "--server", "http://"+serveAddr, "--token-file", tokens,
+		local2+":"+target)
+	waitOrFail(t, fwOut2.seen("tunnel: forwarding"), "the second forwarder forwarding", fwOut2)
+	c2 := testnet.Dial(t, local2)
+	defer c2.Close()
+	if _, err := io.ReadFull(c2, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	srvStop()
+	select {
+	case code := <-srvDone:
+		if want := "shutdown aborted 1 session(s) with 1 open stream(s): drain deadline passed"; code != exitError || !strings.Contains(srvOut.String(), want) {
+			t.Errorf("serve: exit %d, want %d and %q; output:\n%s", code, exitError, want, srvOut.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("serve did not stop; output:\n%s", srvOut.String())
+	}
+	// The server reset the stream and closed the session: the forwarder
+	// resets its connection (mux may deliver the session's end as EOF
+	// instead when the reset is still queued at the close: then the
+	// forwarder ends it with a FIN). Either way nothing is left to drain.
+	_, _ = io.ReadAll(c2)
+	c2.Close()
+	fwStop2()
+	if code := <-fwDone2; code != 0 {
+		t.Errorf("second forward: exit %d; output:\n%s", code, fwOut2.String())
+	}
 }

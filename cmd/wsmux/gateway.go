@@ -84,7 +84,7 @@ finish for --shutdown-timeout, then close what is left.`,
 			}
 			g, err := gateway.New(gateway.Config{
 				Auth: auth.New(tokens, pool), Cluster: cluster, Upstream: upstream, Limits: lf.limits(),
-				DrainTimeout: sf.shutdownTimeout, Logger: a.log,
+				DrainTimeout: drainBound(sf.shutdownTimeout), Logger: a.log,
 			})
 			if err != nil {
 				return usageErrorf("%v", err)

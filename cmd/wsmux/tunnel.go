@@ -94,6 +94,14 @@ func (f *serverFlags) validate() error {
 	return nil
 }
 
+// drainBound is the mux CloseTimeout of a server's sessions: longer than
+// --shutdown-timeout, so that the shutdown (which counts and reports what
+// it aborts) ends a drain, not mux's own GOAWAY deadline (30 s by default,
+// which would also cut a longer --shutdown-timeout short).
+func drainBound(shutdown time.Duration) time.Duration {
+	return max(mux.DefaultConfig().CloseTimeout, shutdown+5*time.Second)
+}
+
 // checkListen validates a HOST:PORT to listen on.
 func checkListen(flag, addr string) error {
 	if addr == "" {
@@ -173,9 +181,7 @@ for --shutdown-timeout, then close what is left.`,
 			if err != nil {
 				return err
 			}
-			// A session's GOAWAY drain may last --shutdown-timeout (mux's
-			// own bound would otherwise cut it at 30 s).
-			mc := &mux.Config{MaxStreams: lf.streams, CloseTimeout: sf.shutdownTimeout}
+			mc := &mux.Config{MaxStreams: lf.streams, CloseTimeout: drainBound(sf.shutdownTimeout)}
 			srv, err := tunnel.NewServer(tunnel.ServerConfig{
 				Allow:       allow,
 				Auth:        auth.New(tokens, nil),

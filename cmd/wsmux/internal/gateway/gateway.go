@@ -48,8 +48,9 @@ type Config struct {
 	// dials per second (429 beyond), streams per wsmux session and the
 	// bytes a caller's wsmux sessions may buffer. Zero: none.
 	Limits ops.Limits
-	// DrainTimeout is how long a wsmux session's GOAWAY drain may last
-	// (the command's --shutdown-timeout); 0 keeps mux's CloseTimeout.
+	// DrainTimeout bounds a wsmux session's GOAWAY drain (mux's
+	// CloseTimeout; 0 keeps its default): more than the shutdown timeout,
+	// so that the shutdown ends drains and reports what it aborted.
 	DrainTimeout time.Duration
 	Logger       *slog.Logger
 	Metrics      *ops.Metrics

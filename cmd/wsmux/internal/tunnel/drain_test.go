@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +27,12 @@ import (
 func TestDrainKeepsRunningTransfers(t *testing.T) {
 	first, rest := randBytes(1<<20), randBytes(2<<20)
 	release := make(chan struct{})
+	var conns atomic.Int32
 	target := tcpServer(t, func(c net.Conn) {
+		if conns.Add(1) > 1 {
+			_, _ = c.Write([]byte("late")) // a connection that slipped in before the GOAWAY
+			return
+		}
 		if _, err := c.Write(first); err != nil {
 			return
 		}
@@ -99,10 +105,13 @@ func TestDrainKeepsRunningTransfers(t *testing.T) {
 		}
 		_ = nc.(*net.TCPConn).CloseWrite()
 		_ = nc.SetReadDeadline(time.Now().Add(15 * time.Second))
-		n, err := io.Copy(io.Discard, nc)
+		b, err := io.ReadAll(nc)
 		nc.Close()
-		if err != nil || n == 0 {
+		if err != nil || len(b) == 0 {
 			break // refused: reset or closed without a byte
+		}
+		if string(b) != "late" {
+			t.Fatalf("a new connection read %q", b)
 		}
 		if i > 50 {
 			t.Fatal("new connections still served during the drain")

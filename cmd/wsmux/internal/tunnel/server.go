@@ -47,6 +47,9 @@ type Server struct {
 	health ops.Health
 	lim    *ops.Limiter
 	wg     sync.WaitGroup // splices
+
+	mu   sync.Mutex
+	open map[*mux.Session]map[*mux.Stream]struct{} // spliced streams, by session
 }
 
 // NewServer validates cfg and returns a Server.
@@ -54,7 +57,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Auth == nil {
 		return nil, errors.New("tunnel: no authenticator")
 	}
-	s := &Server{cfg: cfg, allow: map[string]bool{}, log: cfg.Logger, m: cfg.Metrics}
+	s := &Server{cfg: cfg, allow: map[string]bool{}, log: cfg.Logger, m: cfg.Metrics,
+		open: map[*mux.Session]map[*mux.Stream]struct{}{}}
 	for _, a := range cfg.Allow {
 		t, err := CanonicalTarget(a)
 		if err != nil {
@@ -151,7 +155,7 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.m.Upgrades.WithLabelValues("wsmux", "tunnel").Inc()
-	done := s.m.Sessions.Add("wsmux", sess, func() { _ = sess.Close() })
+	done := s.m.Sessions.Add("wsmux", sess, func() { s.abort(sess) })
 	s.log.Info("tunnel: session started", "remote", r.RemoteAddr, "caller", who)
 	go func() {
 		<-sess.Done()
@@ -195,15 +199,53 @@ func (s *Server) handleStream(st *mux.Stream, who string) error {
 		return &mux.StreamError{Code: CodeDialFailed, Reason: clip("dial "+target+": "+errText(err), 128)}
 	}
 	s.log.Debug("tunnel: stream open", "remote", remote, "stream", st.ID(), "target", target)
+	s.track(st, true)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer s.track(st, false)
 		toTarget, fromTarget := splice(st, c, true)
 		s.m.TunnelBytes.WithLabelValues("to_target").Add(float64(toTarget))
 		s.m.TunnelBytes.WithLabelValues("from_target").Add(float64(fromTarget))
 		s.log.Debug("tunnel: stream done", "stream", st.ID(), "target", target, "to_target", toTarget, "from_target", fromTarget)
 	}()
 	return nil
+}
+
+// track adds (or removes) a spliced stream.
+func (s *Server) track(st *mux.Stream, add bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := st.Session()
+	if add {
+		if s.open[sess] == nil {
+			s.open[sess] = map[*mux.Stream]struct{}{}
+		}
+		s.open[sess][st] = struct{}{}
+		return
+	}
+	delete(s.open[sess], st)
+	if len(s.open[sess]) == 0 {
+		delete(s.open, sess)
+	}
+}
+
+// abort ends a session that is still running when the shutdown's drain
+// ends: its streams are reset with CONNECTION_RESET first, so the client
+// resets its local connections instead of ending them as if complete (a
+// session closed under a stream reads as EOF on the other side), then the
+// session is closed.
+func (s *Server) abort(sess *mux.Session) {
+	s.mu.Lock()
+	var sts []*mux.Stream
+	for st := range s.open[sess] {
+		sts = append(sts, st)
+	}
+	s.mu.Unlock()
+	for _, st := range sts {
+		_ = st.Reset(CodeConnReset)
+	}
+	_ = sess.Close()
 }
 
 // Wait waits for every splice to end (after the sessions ended).

@@ -79,7 +79,11 @@ func splice(st *mux.Stream, c net.Conn, waitAccepted bool) (toConn, toStream int
 			closeWrite(c)
 			return
 		}
-		abort(c) // a reset stream or a dead session: abort the TCP side
+		// A reset stream or a dead session: abort the TCP side. A failed
+		// write to the TCP side: reset the stream, so the peer stops
+		// sending instead of waiting for credit that never comes.
+		_ = st.Reset(CodeConnReset)
+		abort(c)
 	}()
 	if waitAccepted {
 		// A peer-opened stream: data only after our acceptance went out.
