@@ -2,7 +2,6 @@ package frame
 
 import (
 	"encoding/binary"
-	"net/http"
 	"strings"
 )
 
@@ -126,7 +125,7 @@ func CheckHeaderBlock(block []byte, lim *BlockLimits) error {
 // token, a value holds CR, LF or NUL, or a limit of lim is crossed (and with
 // ErrBlockTooMany when h holds more than 256 distinct names, whatever
 // lim.MaxFields says). It does not allocate unless dst must grow.
-func AppendHeaderBlock(dst []byte, h http.Header, lim *BlockLimits) ([]byte, error) {
+func AppendHeaderBlock(dst []byte, h map[string][]string, lim *BlockLimits) ([]byte, error) {
 	var keys [256]string // names sorted on the stack; more distinct names fail with ErrBlockTooMany whatever lim says
 	n, fields := 0, 0
 	for k, vs := range h {
@@ -181,7 +180,7 @@ func AppendHeaderBlock(dst []byte, h http.Header, lim *BlockLimits) ([]byte, err
 
 // AppendHeaders appends a HEADERS frame carrying h (see AppendHeaderBlock).
 // flags may hold SYN or ACK (not both) and FIN.
-func AppendHeaders(dst []byte, streamID uint32, flags Flags, h http.Header, lim *BlockLimits) ([]byte, error) {
+func AppendHeaders(dst []byte, streamID uint32, flags Flags, h map[string][]string, lim *BlockLimits) ([]byte, error) {
 	start := len(dst)
 	hdr := Header{Type: TypeHeaders, Flags: flags, StreamID: streamID}
 	if err := hdr.check(); err != nil {
@@ -277,7 +276,7 @@ func knownName(b []byte) (string, bool) {
 // a name that h already holds, or to a name seen earlier in the block but not
 // just before, costs what http.Header.Add costs: the growth of that name's
 // value slice. Use BlockIterator for an allocation-free walk.
-func DecodeHeaderBlock(block []byte, lim *BlockLimits, h http.Header) error {
+func DecodeHeaderBlock(block []byte, lim *BlockLimits, h map[string][]string) error {
 	var it BlockIterator
 	it.Reset(block, lim)
 	fields, size := 0, 0

@@ -240,13 +240,13 @@ func writeSeed(t *testing.T, dir, name string, data []byte) {
 // TestRecordedSessions records the exec and port-forward conversations. With
 // -update it writes them as seeds: FuzzSession scripts (both roles) here,
 // raw wire for FuzzWebSocketFrame (mux/internal/wsio) and frames for
-// FuzzCore (mux), and the hand-written seeds of FuzzSession and
+// FuzzCore (mux/internal/engine), and the hand-written seeds of FuzzSession and
 // FuzzSessionPair as named files. Without -update it checks that the files
 // exist.
 func TestRecordedSessions(t *testing.T) {
 	recs := []recording{recordExec(t), recordPortForward(t)}
 	wsDir := filepath.Join("..", "mux", "internal", "wsio", "testdata", "fuzz", "FuzzWebSocketFrame")
-	coreDir := filepath.Join("..", "mux", "testdata", "fuzz", "FuzzCore")
+	coreDir := filepath.Join("..", "mux", "internal", "engine", "testdata", "fuzz", "FuzzCore")
 	sessDir := filepath.Join("testdata", "fuzz", "FuzzSession")
 	pairDir := filepath.Join("testdata", "fuzz", "FuzzSessionPair")
 	type file struct {

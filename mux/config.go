@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/mux/internal/engine"
 )
 
 // Config tunes a Session. A nil *Config means DefaultConfig(); zero fields of
@@ -109,13 +110,13 @@ type Config struct {
 const (
 	DefaultMaxFramePayload      = 16 << 10
 	DefaultMaxHeaderBytes       = 8 << 10
-	DefaultInitialStreamWindow  = 256 << 10
+	DefaultInitialStreamWindow  = engine.DefaultInitialStreamWindow
 	DefaultMaxStreamWindow      = 16 << 20
-	DefaultInitialSessionWindow = 1 << 20
+	DefaultInitialSessionWindow = engine.DefaultInitialSessionWindow
 	DefaultMaxSessionWindow     = 64 << 20
-	DefaultMaxStreams           = 100
+	DefaultMaxStreams           = engine.DefaultMaxStreams
 	DefaultAcceptBacklog        = 64
-	DefaultMaxMessageSize       = 1 << 20
+	DefaultMaxMessageSize       = engine.DefaultMaxMessageSize
 	DefaultKeepAliveInterval    = 15 * time.Second
 	DefaultKeepAliveTimeout     = 45 * time.Second
 	DefaultOpenTimeout          = 30 * time.Second
@@ -130,37 +131,8 @@ const (
 	DefaultHandlerConcurrency   = 64
 )
 
-// Abuse budgets (protocol.md 6.8). Unexported: they are protocol policy.
-const (
-	pingRate          = 10               // received PINGs per second (token bucket)
-	pingBurst         = 50               // bucket size
-	pingOutBurst      = 20               // our own PINGs: bucket size (at pingRate), well under a peer's pingBurst
-	maxQueuedPingAcks = 32               // PING ACKs waiting for the writer
-	maxUrgent         = 1000             // urgent queue entries induced by the peer
-	budgetWindow      = 10 * time.Second // window of the counters below
-	maxYoungResets    = 200              // peer resets of young streams (and refusals) per window
-	maxUseless        = 1000             // useless frames per window
-	youngStreamAge    = time.Second      // a reset stream younger than this...
-	youngStreamBytes  = 1 << 10          // ...with fewer bytes exchanged counts as a rapid reset
-	interactiveBytes  = 1 << 10          // a stream with less pending counts as interactive
-	agingInteractive  = 8                // bulk gets a frame after this many interactive frames
-	rttPingInterval   = 30 * time.Second
-	closeLinger       = 2 * time.Second // wait for the peer's close after ours, at most
-
-	// Shared-connection window cap (docs/protocol-notes.md): once two
-	// streams receive DATA within shareGap of each other, for shareHold
-	// every stream's receive window is held to one bandwidth-delay product
-	// of a sharedRate path at the session's minimum RTT, and no less than
-	// sharedFloor. More credit than that only queues bytes in the socket
-	// buffers ahead of the other streams' frames. An RTT probe (PING)
-	// goes out every shareProbe meanwhile; the minimum RTT is the smallest
-	// sample of the session.
-	shareGap    = 100 * time.Millisecond
-	shareHold   = time.Second
-	shareProbe  = 250 * time.Millisecond
-	sharedRate  = 625e6    // bytes/s: 5 Gbit/s
-	sharedFloor = 64 << 10 // bytes
-)
+// closeLinger bounds the wait for the peer's close after ours.
+const closeLinger = 2 * time.Second
 
 // DefaultConfig returns a Config with every field at its default.
 func DefaultConfig() *Config {
@@ -272,4 +244,30 @@ func (c *Config) Validate() error {
 		return errors.New("mux: negative HandlerConcurrency")
 	}
 	return nil
+}
+
+// engineConfig is what the engine needs of c (defaults applied).
+func (c *Config) engineConfig() engine.Config {
+	return engine.Config{
+		MaxFramePayload:      c.MaxFramePayload,
+		MaxHeaderBytes:       c.MaxHeaderBytes,
+		InitialStreamWindow:  c.InitialStreamWindow,
+		MaxStreamWindow:      c.MaxStreamWindow,
+		InitialSessionWindow: c.InitialSessionWindow,
+		MaxSessionWindow:     c.MaxSessionWindow,
+		MaxStreams:           c.MaxStreams,
+		AcceptBacklog:        c.AcceptBacklog,
+		MaxMessageSize:       c.MaxMessageSize,
+		KeepAliveInterval:    c.KeepAliveInterval,
+		KeepAliveTimeout:     c.KeepAliveTimeout,
+		IdleTimeout:          c.IdleTimeout,
+		CloseTimeout:         c.CloseTimeout,
+		SettingsTimeout:      c.SettingsTimeout,
+		ReadTimeout:          c.ReadTimeout,
+		StallTimeout:         c.StallTimeout,
+		StreamSendBuffer:     c.StreamSendBuffer,
+		SessionSendBuffer:    c.SessionSendBuffer,
+		MaxBatch:             c.MaxBatch,
+		Handler:              c.Handler != nil,
+	}
 }

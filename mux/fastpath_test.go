@@ -99,12 +99,12 @@ func TestDirectReadConcurrentReaders(t *testing.T) {
 func lendBuffer(st *Stream, buf []byte) func() int {
 	s := st.sess
 	s.mu.Lock()
-	st.rdBuf = buf[:0]
+	s.e.Lend(&st.rec, buf)
 	s.mu.Unlock()
 	return func() int {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return len(st.rdBuf)
+		return st.rec.LentBytes()
 	}
 }
 
@@ -133,15 +133,15 @@ func TestDirectReadDroppedIsCredited(t *testing.T) {
 			_, err := a.Write(make([]byte, 1000))
 			require.NoError(t, err)
 			waitFor(t, func() bool { return got() == 100 })
-			require.Equal(t, 900, func() int { ss.mu.Lock(); defer ss.mu.Unlock(); return b.rxq.Len() }())
+			require.Equal(t, 900, func() int { ss.mu.Lock(); defer ss.mu.Unlock(); return b.rec.Buffered() }())
 			if drop == "CloseRead" {
 				require.NoError(t, b.CloseRead())
 			} else {
 				require.NoError(t, b.Reset(0x8))
 			}
 			ss.mu.Lock()
-			require.Zero(t, len(b.rdBuf))
-			require.Zero(t, ss.c.sessRecv.Buffered(), "dropped bytes still count as buffered")
+			require.Zero(t, b.rec.LentBytes())
+			require.Zero(t, ss.e.SessionBuffered(), "dropped bytes still count as buffered")
 			ss.mu.Unlock()
 			// The session window came back: another stream moves more
 			// than a whole initial session window.
@@ -172,7 +172,7 @@ func TestDirectReadReturnedAfterDeadline(t *testing.T) {
 			n, _ := b.Read(buf)
 			res <- n
 		}()
-		waitFor(t, func() bool { ss.mu.Lock(); defer ss.mu.Unlock(); return b.rdBuf != nil })
+		waitFor(t, func() bool { ss.mu.Lock(); defer ss.mu.Unlock(); return b.rec.Lent() })
 		_, err := a.Write([]byte("hello"))
 		require.NoError(t, err)
 		// Once the bytes are in buf, the deadline passes; if the Read can
@@ -183,10 +183,10 @@ func TestDirectReadReturnedAfterDeadline(t *testing.T) {
 			}
 			ss.mu.Lock()
 			defer ss.mu.Unlock()
-			if len(b.rdBuf) < 5 {
+			if b.rec.LentBytes() < 5 {
 				return false
 			}
-			b.rdDL.set(time.Now().Add(-time.Second))
+			b.deadlines().rd.set(time.Now().Add(-time.Second))
 			return true
 		})
 		require.Equal(t, 5, <-res, "round %d", i)

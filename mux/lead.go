@@ -73,7 +73,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // canLead reports whether a Read of st may take the token (s.mu held).
 func (s *Session) canLead(st *Stream) bool {
-	return s.leadOK && s.c.err == nil && !s.lingering && !st.rdDL.active()
+	return s.leadOK && s.e.Err() == nil && !s.lingering && !st.readDeadlineSet()
 }
 
 // takeLead gives the token to the waiting Read of st if it is free or was
@@ -99,8 +99,8 @@ func (s *Session) endLead(st *Stream, keep bool) {
 		return
 	}
 	s.leader = nil
-	if keep && s.c.err == nil && !s.lingering {
-		if w := s.leadWant; w != nil && w != st && w.rdBuf != nil && s.canLead(w) {
+	if keep && s.e.Err() == nil && !s.lingering {
+		if w := s.leadWant; w != nil && w != st && w.rec.Lent() && s.canLead(w) {
 			// Another Read waits: it leads next.
 			s.leadWant = nil
 			s.tok, s.leader = tokLeader, w
@@ -174,8 +174,8 @@ func (s *Session) leadOnce() error {
 	if err != nil {
 		return err
 	}
-	s.c.feed(msg, s.now())
-	s.stats.leaderMessages.Add(1)
+	s.e.Feed(msg, s.now())
+	s.stats.LeaderMessages.Add(1)
 	return nil
 }
 
@@ -194,7 +194,7 @@ func (s *Session) interruptLeader() {
 func (s *Session) handOff() {
 	s.mu.Lock()
 	st := s.leadWant
-	if s.leadFailed || st == nil || s.tok != tokReader || !s.canLead(st) || st.rdBuf == nil {
+	if s.leadFailed || st == nil || s.tok != tokReader || !s.canLead(st) || !st.rec.Lent() {
 		s.leadFailed = false
 		s.mu.Unlock()
 		return
@@ -204,7 +204,7 @@ func (s *Session) handOff() {
 	s.leadGen++
 	st.signalRead()
 	gen := s.leadGen
-	dead := s.c.deadCh
+	dead := s.deadCh
 	period := leadCheck
 	s.tickDue = s.now() + period
 	s.tokTimer.Reset(period)
@@ -222,7 +222,7 @@ func (s *Session) handOff() {
 		s.mu.Lock()
 		if tick {
 			s.ticks++
-			if s.tok == tokFree && (s.leadGen == gen || s.c.err != nil) {
+			if s.tok == tokFree && (s.leadGen == gen || s.e.Err() != nil) {
 				s.tok = tokReader // free and unused for a whole period
 				break
 			}

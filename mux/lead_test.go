@@ -347,7 +347,7 @@ func leaderPair(t testing.TB, transport string, ccfg, scfg *Config) (*Session, *
 	ss, err := Server(ts, scfg)
 	require.NoError(t, err)
 	require.True(t, cs.leadOK && ss.leadOK, "leader reads are used over TLS")
-	require.Nil(t, cs.c.splice, "no splicing over TLS")
+	require.False(t, cs.e.Splicing(), "no splicing over TLS")
 	t.Cleanup(func() {
 		cs.Close()
 		ss.Close()

@@ -237,7 +237,7 @@ func TestCloseDeliversBufferedData(t *testing.T) {
 	require.Eventually(t, func() bool {
 		cs.mu.Lock()
 		defer cs.mu.Unlock()
-		return st.rxq.Len() == len("exit status 0")
+		return st.rec.Buffered() == len("exit status 0")
 	}, 5*time.Second, time.Millisecond)
 	require.NoError(t, ss.Close())
 	<-cs.Done()

@@ -1,14 +1,14 @@
 package mux
 
 import (
-	"io"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/wsmux/wsmux/flow"
 	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/mux/internal/engine"
 )
 
 // Stream is one bidirectional byte stream of a Session. It implements
@@ -17,79 +17,71 @@ import (
 // peer reads EOF and may still write back). All methods are safe for
 // concurrent use.
 type Stream struct {
-	sess      *Session
-	id        uint32
-	wuPending uint32        // stream WINDOW_UPDATE credit not yet laid out (sess.mu)
-	created   time.Duration // session clock
+	rec  engine.Stream // the engine's record (sess.mu); rec.Owner() is this Stream
+	sess *Session
 
-	// Guarded by sess.mu.
-	hdrs  http.Header
-	bytes int64 // payload exchanged both ways (rapid-reset accounting)
-
-	rx    flow.Receiver
-	rxq   chunkQueue
-	rdBuf []byte // a waiting Read's buffer: DATA is copied to rdBuf[len:cap], len counts it
-
-	tx       sendCredit
-	txq      chunkQueue
-	writeErr *StreamError // STOP_SENDING from the peer
-	resetErr *StreamError // reset either way: both directions ended
-
-	ackCh  chan struct{} // local: answer or death; peer: ACK written (made on demand: ackChan)
-	next   *Stream
-	inList int8
-
-	// Flags, packed together (an idle stream's size matters: IdleStreams).
-	local       bool // opened by us
-	interactive bool
-	finRecv     bool
-	readClosed  bool
-	sessWaiting bool // a Write waits in core.sessWait
-	finQueued   bool
-	finSent     bool
-	flushing    bool // reset locally; RST_STREAM (resetErr's code and reason) follows the queued bytes
-	acked       bool // local: the peer's ACK arrived (or DATA did)
-	ackImplied  bool // acked by DATA; the ACK itself may follow
-	ackClosed   bool
-	handled     bool // peer stream: accepted or its handler returned
-	removed     bool // out of the session table
-	wuQueued    bool
-
-	rdCh, wrCh chan struct{} // made by the first Read / Write that waits
-	rdDL, wrDL deadline
-	wmu        sync.Mutex // one Write at a time: writes never interleave
+	// Wake-up channels, made only when a goroutine is about to wait on
+	// them (sess.mu held), so an idle stream holds none: the engine's
+	// events for a channel nobody made are no-ops (notify on nil), and the
+	// waiter re-checks the state under sess.mu before it waits.
+	ackCh      chan struct{} // closed at EvAnswered (made on demand: ackChan)
+	rdCh, wrCh chan struct{}
+	dl         atomic.Pointer[deadlines] // made by the first Set*Deadline
+	wmu        sync.Mutex                // one Write at a time: writes never interleave
 }
 
-// The wake-up channels rdCh, wrCh and ackCh are made only when a goroutine
-// is about to wait on them (sess.mu held), so an idle stream holds none:
-// signalling a channel nobody made yet is a no-op (notify on nil), and the
-// waiter re-checks the state under sess.mu before it waits. These are all
-// called with sess.mu held.
+// deadlines are a stream's read and write deadlines.
+type deadlines struct{ rd, wr deadline }
+
+// deadlines returns st's deadlines, made on first use.
+func (st *Stream) deadlines() *deadlines {
+	if d := st.dl.Load(); d != nil {
+		return d
+	}
+	st.dl.CompareAndSwap(nil, new(deadlines))
+	return st.dl.Load()
+}
+
+// readDeadline returns a channel closed once the read deadline passed
+// (nil: none set).
+func (st *Stream) readDeadline() chan struct{} {
+	if d := st.dl.Load(); d != nil {
+		return d.rd.wait()
+	}
+	return nil
+}
+
+// writeDeadline is readDeadline for writes.
+func (st *Stream) writeDeadline() chan struct{} {
+	if d := st.dl.Load(); d != nil {
+		return d.wr.wait()
+	}
+	return nil
+}
+
+// readDeadlineSet reports whether a read deadline is set (pending or
+// passed).
+func (st *Stream) readDeadlineSet() bool {
+	d := st.dl.Load()
+	return d != nil && d.rd.active()
+}
+
+// handle returns the Stream that holds rec.
+func handle(rec *engine.Stream) *Stream { return rec.Owner().(*Stream) }
+
+// signalRead wakes a Read waiting on st (sess.mu held); a leader's Read
+// waits on the socket, not on rdCh.
 func (st *Stream) signalRead() {
 	notify(st.rdCh)
-	if s := st.sess; s != nil && s.leader == st {
-		s.interruptLeader() // its Read waits on the socket, not on rdCh
-	}
-}
-func (st *Stream) signalWrite() { notify(st.wrCh) }
-func (st *Stream) wakeAll() {
-	st.signalRead()
-	notify(st.wrCh)
-}
-
-func (st *Stream) closeAck() {
-	if !st.ackClosed {
-		st.ackClosed = true
-		if st.ackCh != nil {
-			close(st.ackCh)
-		}
+	if s := st.sess; s.leader == st {
+		s.interruptLeader()
 	}
 }
 
-// ackChan returns the channel closeAck closes (sess.mu held).
+// ackChan returns the channel closed at EvAnswered (sess.mu held).
 func (st *Stream) ackChan() chan struct{} {
 	if st.ackCh == nil {
-		if st.ackClosed {
+		if st.rec.Answered() {
 			return closedChan
 		}
 		st.ackCh = make(chan struct{})
@@ -106,7 +98,7 @@ var closedChan = func() chan struct{} {
 
 // ID returns the stream id: odd for streams the client opened, even for the
 // server's.
-func (st *Stream) ID() uint32 { return st.id }
+func (st *Stream) ID() uint32 { return st.rec.ID() }
 
 // Session returns the session the stream belongs to.
 func (st *Stream) Session() *Session { return st.sess }
@@ -117,10 +109,11 @@ func (st *Stream) Session() *Session { return st.sess }
 func (st *Stream) Headers() http.Header {
 	st.sess.mu.Lock()
 	defer st.sess.mu.Unlock()
-	if st.hdrs == nil {
+	h := st.rec.Headers()
+	if h == nil {
 		return http.Header{}
 	}
-	return st.hdrs
+	return h
 }
 
 // Accepted returns a channel closed once the stream's acceptance (its
@@ -139,7 +132,7 @@ func (st *Stream) Accepted() <-chan struct{} {
 // 1 KiB pending are treated as interactive anyway.
 func (st *Stream) SetInteractive(on bool) {
 	st.sess.mu.Lock()
-	st.interactive = on
+	st.sess.e.SetInteractive(&st.rec, on)
 	st.sess.mu.Unlock()
 }
 
@@ -155,56 +148,38 @@ func (st *Stream) RemoteAddr() net.Addr { return st.sess.RemoteAddr() }
 // the session's error. Reading returns flow-control credit to the peer.
 func (st *Stream) Read(p []byte) (int, error) {
 	s := st.sess
+	e := s.e
 	s.mu.Lock()
-	direct := false // this Read registered p for direct delivery (rdBuf)
-	lead := false   // this Read holds the socket (lead.go)
+	lent := false // this Read lent p to the engine for direct delivery
+	lead := false // this Read holds the socket (lead.go)
 	for {
-		if direct {
+		if lent {
 			// Whatever arrived went straight into p (one copy fewer);
 			// it is returned even when the wait ended for another reason.
-			direct = false
-			n := len(st.rdBuf)
-			st.rdBuf = nil
+			lent = false
 			if s.leadWant == st {
 				s.leadWant = nil
 			}
 			if s.tok == tokLeader && s.leader == st {
 				lead = true // taken, or handed over by the reader goroutine
 			}
-			if n > 0 {
-				s.c.consumed(st, n, s.now())
+			if n := e.Unlend(&st.rec, s.now()); n > 0 {
 				return st.readDone(lead, n, nil)
 			}
 		}
-		if isClosed(st.rdDL.wait()) {
+		if isClosed(st.readDeadline()) {
 			return st.readDone(lead, 0, ErrTimeout)
 		}
-		if st.rxq.Len() > 0 {
-			if len(p) == 0 {
-				return st.readDone(lead, 0, nil)
-			}
-			n := st.rxq.read(p)
-			s.c.consumed(st, n, s.now())
-			if st.rxq.Len() > 0 {
-				st.signalRead() // another reader may take the rest
-			}
-			return st.readDone(lead, n, nil)
-		}
-		if err := st.readErr(); err != nil {
-			return st.readDone(lead, 0, err)
-		}
-		if len(p) == 0 {
-			return st.readDone(lead, 0, nil)
+		n, wait, err := e.Read(&st.rec, p, s.now())
+		if !wait {
+			return st.readDone(lead, n, err)
 		}
 		if st.rdCh == nil {
 			st.rdCh = make(chan struct{}, 1)
 		}
-		if st.rdBuf == nil {
-			// No other Read waits with its buffer: DATA arriving now
-			// is copied into p rather than into the receive buffer.
-			st.rdBuf, direct = p[:0], true
-		}
-		if direct {
+		// When no other Read waits with its buffer, DATA arriving now is
+		// copied into p rather than into the receive buffer.
+		if lent = e.Lend(&st.rec, p); lent {
 			switch {
 			case (lead || s.takeLead(st)) && s.canLead(st):
 				// Read the socket here rather than wait for the reader
@@ -226,11 +201,11 @@ func (st *Stream) Read(p []byte) (int, error) {
 			s.reclaim() // someone must read the socket while this Read waits
 		}
 		rd := st.rdCh
-		s.mu.Unlock()
+		s.unlock()
 		select {
 		case <-rd:
-		case <-st.rdDL.wait():
-		case <-s.c.deadCh:
+		case <-st.readDeadline():
+		case <-s.deadCh:
 		}
 		s.mu.Lock()
 	}
@@ -242,128 +217,71 @@ func (st *Stream) Read(p []byte) (int, error) {
 func (st *Stream) readDone(lead bool, n int, err error) (int, error) {
 	s := st.sess
 	if lead {
-		s.endLead(st, n > 0 && err == nil && st.rxq.Len() == 0)
+		s.endLead(st, n > 0 && err == nil && st.rec.Buffered() == 0)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	return n, err
 }
 
-// dropDirect discards the bytes already copied into a waiting Read's
-// buffer (the Read then returns none of them) and returns their count, for
-// the caller to credit back with the receive buffer's (sess.mu held).
-func (st *Stream) dropDirect() int {
-	n := len(st.rdBuf)
-	if st.rdBuf != nil {
-		st.rdBuf = st.rdBuf[:0:0] // still lent (the Read clears it), takes nothing more
-	}
-	return n
-}
-
-// readErr is the error Read returns once the buffer is empty.
-func (st *Stream) readErr() error {
-	c := st.sess.c
-	switch {
-	case st.finRecv:
-		return io.EOF
-	case st.resetErr != nil:
-		return st.resetErr
-	case st.readClosed:
-		return ErrStreamClosed
-	case c.err != nil:
-		if graceful(c.err) {
-			return io.EOF
-		}
-		return c.err
-	}
-	return nil
-}
-
-// writeErr is the error Write returns, or nil.
-func (st *Stream) writeErrLocked() error {
-	c := st.sess.c
-	switch {
-	case st.resetErr != nil:
-		return st.resetErr
-	case st.writeErr != nil:
-		return st.writeErr
-	case st.finQueued:
-		return ErrStreamClosed
-	case c.err != nil:
-		return c.err
-	}
-	return nil
-}
-
-// Write queues p for sending; concurrent Writes do not interleave. It copies as much as the stream's credit, its
-// send buffer and the session's send buffer allow and blocks for the rest,
-// honouring the write deadline, resets and the session's end. It returns
-// n < len(p) only with an error; n is then exactly what was queued and
-// will be sent.
+// Write queues p for sending; concurrent Writes do not interleave. It
+// copies as much as the stream's credit, its send buffer and the session's
+// send buffer allow and blocks for the rest, honouring the write deadline,
+// resets and the session's end. It returns n < len(p) only with an error;
+// n is then exactly what was queued and will be sent.
 func (st *Stream) Write(p []byte) (int, error) {
 	st.wmu.Lock()
 	defer st.wmu.Unlock()
 	s := st.sess
-	c := s.c
+	e := s.e
 	n := 0
 	kick := false // bytes were queued and the writer must learn of them
 	s.mu.Lock()
 	for {
-		if err := st.writeErrLocked(); err != nil {
+		if err := e.WriteErr(&st.rec); err != nil {
 			if kick {
-				c.wake()
+				s.wakeWriter()
 			}
-			s.mu.Unlock()
+			s.unlock()
 			return n, err
 		}
 		if n == len(p) {
 			if kick {
 				s.kick(n) // releases s.mu
 			} else {
-				s.mu.Unlock()
+				s.unlock()
 			}
 			return n, nil
 		}
-		if isClosed(st.wrDL.wait()) {
+		if isClosed(st.writeDeadline()) {
 			if kick {
-				c.wake()
+				s.wakeWriter()
 			}
-			s.mu.Unlock()
+			s.unlock()
 			return n, ErrTimeout
 		}
-		q := st.txq.Len()
-		room := min(st.tx.avail()-q, s.cfg.StreamSendBuffer-q, s.cfg.SessionSendBuffer-c.txQueued)
-		if room > 0 {
-			k := min(room, len(p)-n)
-			st.txq.write(p[n : n+k])
-			c.txQueued += k
-			n += k
-			if st.inList == 0 {
-				c.link(st)
-				kick = true
-			}
+		k, queued, _ := e.Write(&st.rec, p[n:])
+		n += k
+		kick = kick || queued
+		if k > 0 {
 			continue
 		}
 		if kick {
-			c.wake()
+			s.wakeWriter()
 			kick = false
-		}
-		if s.cfg.SessionSendBuffer-c.txQueued <= 0 && !st.sessWaiting {
-			st.sessWaiting = true
-			c.sessWait.push(st)
 		}
 		if st.wrCh == nil {
 			st.wrCh = make(chan struct{}, 1)
 		}
 		s.reclaim() // credit comes from the socket
 		wr := st.wrCh
-		s.mu.Unlock()
+		s.unlock()
 		select {
 		case <-wr:
-		case <-st.wrDL.wait():
-		case <-c.deadCh:
+		case <-st.writeDeadline():
+		case <-s.deadCh:
 		}
 		s.mu.Lock()
-		st.sessWaiting = false
+		e.StopWaiting(&st.rec)
 	}
 }
 
@@ -372,15 +290,9 @@ func (st *Stream) Write(p []byte) (int, error) {
 func (st *Stream) CloseWrite() error {
 	s := st.sess
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st.finQueued || st.resetErr != nil || s.c.err != nil {
-		return nil
-	}
-	st.finQueued = true
-	s.c.link(st)
-	s.c.wake()
-	st.signalWrite()
+	s.e.CloseWrite(&st.rec)
 	s.reclaim() // the application is done writing: the peer's answer may follow
+	s.unlock()
 	return nil
 }
 
@@ -394,20 +306,9 @@ func (st *Stream) Close() error { return st.CloseWrite() }
 func (st *Stream) CloseRead() error {
 	s := st.sess
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.c
-	if st.readClosed || st.finRecv || st.resetErr != nil || c.err != nil {
-		return nil
-	}
-	st.readClosed = true
-	if n := st.rxq.Len() + st.dropDirect(); n > 0 {
-		st.rxq.reset()
-		c.consumed(st, n, s.now())
-	}
-	c.urgent.push(ctrl{typ: frame.TypeStopSending, id: st.id, arg: uint32(frame.Cancel)})
-	c.wake()
-	st.signalRead()
+	s.e.CloseRead(&st.rec, s.now())
 	s.reclaim()
+	s.unlock()
 	return nil
 }
 
@@ -420,21 +321,20 @@ func (st *Stream) CloseRead() error {
 func (st *Stream) Reset(code frame.ErrorCode) error {
 	s := st.sess
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st.removed && st.resetErr == nil {
-		return nil // ended cleanly both ways already
-	}
-	s.c.resetStream(st, code, "", s.now(), true)
+	s.e.Reset(&st.rec, code, s.now())
 	s.reclaim()
+	s.unlock()
 	return nil
 }
 
 // SetDeadline sets the read and write deadlines.
 func (st *Stream) SetDeadline(t time.Time) error {
-	st.rdDL.set(t)
-	st.wrDL.set(t)
+	d := st.deadlines()
+	d.rd.set(t)
+	d.wr.set(t)
 	st.sess.mu.Lock()
-	st.wakeAll() // waiters re-read the deadline channel
+	st.signalRead() // waiters re-read the deadline channel
+	notify(st.wrCh)
 	st.sess.mu.Unlock()
 	return nil
 }
@@ -442,7 +342,7 @@ func (st *Stream) SetDeadline(t time.Time) error {
 // SetReadDeadline sets the deadline of pending and future Reads; a zero t
 // clears it. Expired Reads return ErrTimeout.
 func (st *Stream) SetReadDeadline(t time.Time) error {
-	st.rdDL.set(t)
+	st.deadlines().rd.set(t)
 	st.sess.mu.Lock()
 	st.signalRead()
 	st.sess.mu.Unlock()
@@ -453,9 +353,9 @@ func (st *Stream) SetReadDeadline(t time.Time) error {
 // t clears it. An expired Write returns the bytes queued so far and
 // ErrTimeout.
 func (st *Stream) SetWriteDeadline(t time.Time) error {
-	st.wrDL.set(t)
+	st.deadlines().wr.set(t)
 	st.sess.mu.Lock()
-	st.signalWrite()
+	notify(st.wrCh)
 	st.sess.mu.Unlock()
 	return nil
 }

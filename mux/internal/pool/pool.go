@@ -61,3 +61,11 @@ func PutBatch(b *[]byte) {
 	*b = (*b)[:0]
 	batches.Put(b)
 }
+
+// Segment is a run of payload bytes a writer splices into a message
+// instead of copying it: Data goes after the first At bytes of the
+// message's buffered part.
+type Segment struct {
+	At   int
+	Data []byte
+}

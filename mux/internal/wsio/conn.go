@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gobwas/ws"
+
+	"github.com/wsmux/wsmux/mux/internal/pool"
 )
 
 // HeaderRoom is how many bytes a WriteMessage buffer must reserve in front of
@@ -501,10 +503,7 @@ func (c *Conn) WriteMessage(buf []byte) error {
 // a message without copying: Data goes out right after the first At bytes
 // of the buffer's payload (At counts from the start of the buffer, header
 // room included, and segments are in ascending At order).
-type Segment struct {
-	At   int
-	Data []byte
-}
+type Segment = pool.Segment
 
 // Vectored reports whether conn writes a list of buffers with one system
 // call (writev): a plain TCP or Unix socket. Over anything else (TLS, pipes,

@@ -1,4 +1,4 @@
-package mux
+package engine
 
 import (
 	"time"
@@ -25,7 +25,7 @@ func (st *Stream) sendable() bool {
 }
 
 // link puts st at the tail of its class if it has something to send.
-func (c *core) link(st *Stream) {
+func (e *Engine) link(st *Stream) {
 	if st.inList != 0 || !st.sendable() {
 		return
 	}
@@ -33,7 +33,7 @@ func (c *core) link(st *Stream) {
 	if st.interactive || st.txq.Len() < interactiveBytes {
 		cls = 0
 	}
-	l := &c.lists[cls]
+	l := &e.lists[cls]
 	st.inList = int8(cls + 1)
 	st.next = nil
 	if l.tail == nil {
@@ -45,11 +45,11 @@ func (c *core) link(st *Stream) {
 }
 
 // unlink takes st off its list (O(n) in the list: only on resets).
-func (c *core) unlink(st *Stream) {
+func (e *Engine) unlink(st *Stream) {
 	if st.inList == 0 {
 		return
 	}
-	l := &c.lists[st.inList-1]
+	l := &e.lists[st.inList-1]
 	st.inList = 0
 	var prev *Stream
 	for s := l.head; s != nil; prev, s = s, s.next {
@@ -70,8 +70,8 @@ func (c *core) unlink(st *Stream) {
 }
 
 // popFront takes the head of list cls.
-func (c *core) popFront(cls int) *Stream {
-	l := &c.lists[cls]
+func (e *Engine) popFront(cls int) *Stream {
+	l := &e.lists[cls]
 	st := l.head
 	l.head = st.next
 	if l.head == nil {
@@ -81,31 +81,31 @@ func (c *core) popFront(cls int) *Stream {
 	return st
 }
 
-// flushDone reports whether a closing session has nothing more it could
+// FlushDone reports whether a closing session has nothing more it could
 // send: its GOAWAY is out and no data can move.
-func (c *core) flushDone() bool {
-	if !c.urgent.empty() {
+func (e *Engine) FlushDone() bool {
+	if !e.urgent.empty() {
 		return false
 	}
-	if !c.flushing || !c.gotSettings {
+	if !e.flushing || !e.gotSettings {
 		return true
 	}
-	for _, st := range c.streams {
+	for _, st := range e.streams {
 		if st.txq.Len() > 0 || (st.finQueued && !st.finSent && st.resetErr == nil) {
 			return false // more may go once the peer grants credit
 		}
 	}
-	c.flushing = false
+	e.flushing = false
 	return true
 }
 
 // batchLimit is the largest batch payload: MaxBatch and the peer's message
 // size, whichever is smaller.
-func (c *core) batchLimit() int {
-	return min(c.cfg.MaxBatch, c.peerMaxMsg)
+func (e *Engine) batchLimit() int {
+	return min(e.cfg.MaxBatch, e.peerMaxMsg)
 }
 
-// appendBatch lays out everything ready, up to batchLimit bytes after
+// AppendBatch lays out everything ready, up to batchLimit bytes after
 // dst's current length (the caller reserved the WebSocket header room in
 // dst): the urgent queue (PING ACK, RST_STREAM, STOP_SENDING, GOAWAY, and
 // our HEADERS SYN, which must precede any RST_STREAM of its stream), then
@@ -116,62 +116,62 @@ func (c *core) batchLimit() int {
 // anywhere) over ready streams, the interactive class first with an aging
 // rule so bulk is never starved. Headers ACKs laid out are recorded in
 // ackedList.
-func (c *core) appendBatch(dst []byte, now time.Duration) []byte {
+func (e *Engine) AppendBatch(dst []byte, now time.Duration) []byte {
 	// The preface, when the caller just laid it out in dst, is part of
 	// this message and counts against the peer's MaxMessageSize.
-	start := max(len(dst)-c.prefaceLen, 0)
-	c.prefaceLen = 0
-	limit := start + c.batchLimit()
+	start := max(len(dst)-e.prefaceLen, 0)
+	e.prefaceLen = 0
+	limit := start + e.batchLimit()
 	frames := 0
-	for !c.urgent.empty() {
-		e := c.urgent.front()
-		if len(dst) > start && len(dst)+frame.HeaderSize+e.size() > limit {
+	for !e.urgent.empty() {
+		ent := e.urgent.front()
+		if len(dst) > start && len(dst)+frame.HeaderSize+ent.size() > limit {
 			break
 		}
-		dst = c.appendCtrl(dst, e)
+		dst = e.appendCtrl(dst, ent)
 		frames++
-		if e.peer {
-			c.peerUrg--
+		if ent.peer {
+			e.peerUrg--
 		}
-		if e.typ == frame.TypePing && e.flags == frame.FlagACK {
-			c.pingAcks--
+		if ent.typ == frame.TypePing && ent.flags == frame.FlagACK {
+			e.pingAcks--
 		}
-		c.urgent.pop()
+		e.urgent.pop()
 	}
-	if c.err != nil {
-		if c.flushing && c.urgent.empty() {
-			dst, frames = c.appendCredit(dst, start, limit, frames)
-			if c.credit.empty() && c.gotSettings {
-				dst, frames = c.appendData(dst, limit, frames, now)
+	if e.err != nil {
+		if e.flushing && e.urgent.empty() {
+			dst, frames = e.appendCredit(dst, start, limit, frames)
+			if e.credit.empty() && e.gotSettings {
+				dst, frames = e.appendData(dst, limit, frames, now)
 			}
 		}
-	} else if c.urgent.empty() {
-		dst, frames = c.appendCredit(dst, start, limit, frames)
-		if c.credit.empty() && c.gotSettings {
+	} else if e.urgent.empty() {
+		dst, frames = e.appendCredit(dst, start, limit, frames)
+		if e.credit.empty() && e.gotSettings {
 			// No DATA before the peer's SETTINGS: its windows may be
 			// smaller than the defaults.
-			dst, frames = c.appendData(dst, limit, frames, now)
+			dst, frames = e.appendData(dst, limit, frames, now)
 		}
 	}
 	if len(dst) > start {
-		c.lastSend = now
-		c.stats.framesOut.Add(uint64(frames))
+		e.lastSend = now
+		e.stats.FramesOut.Add(uint64(frames))
 	}
-	c.checkStall(now)
+	e.checkStall(now)
 	return dst
 }
 
 // appendCredit lays out the credit queue (WINDOW_UPDATE, MAX_STREAMS,
 // HEADERS ACK) as far as the batch allows.
-func (c *core) appendCredit(dst []byte, start, limit, frames int) ([]byte, int) {
-	for !c.credit.empty() {
-		e := c.credit.front()
+func (e *Engine) appendCredit(dst []byte, start, limit, frames int) ([]byte, int) {
+	for !e.credit.empty() {
+		ent := e.credit.front()
 		if len(dst) > start && len(dst)+frame.HeaderSize > limit {
 			break
 		}
-		dst = c.appendCtrl(dst, e)
+		dst = e.appendCtrl(dst, ent)
 		frames++
-		c.credit.pop()
+		e.credit.pop()
 	}
 	return dst, frames
 }
@@ -188,43 +188,43 @@ func (e *ctrl) size() int {
 
 // appendCtrl appends one control frame. Entries that lost their purpose
 // (a WINDOW_UPDATE or ACK for a stream that ended) append nothing.
-func (c *core) appendCtrl(dst []byte, e *ctrl) []byte {
-	switch e.typ {
+func (e *Engine) appendCtrl(dst []byte, ent *ctrl) []byte {
+	switch ent.typ {
 	case frame.TypePing:
-		return frame.AppendPing(dst, e.flags == frame.FlagACK, e.arg)
+		return frame.AppendPing(dst, ent.flags == frame.FlagACK, ent.arg)
 	case frame.TypeRSTStream:
-		b, _ := frame.AppendRSTStream(dst, e.id, frame.ErrorCode(e.arg), e.text)
+		b, _ := frame.AppendRSTStream(dst, ent.id, frame.ErrorCode(ent.arg), ent.text)
 		return b
 	case frame.TypeStopSending:
-		b, _ := frame.AppendStopSending(dst, e.id, frame.ErrorCode(e.arg))
+		b, _ := frame.AppendStopSending(dst, ent.id, frame.ErrorCode(ent.arg))
 		return b
 	case frame.TypeGoAway:
-		b, _ := frame.AppendGoAway(dst, e.id, frame.ErrorCode(e.arg), e.text)
+		b, _ := frame.AppendGoAway(dst, ent.id, frame.ErrorCode(ent.arg), ent.text)
 		return b
 	case frame.TypeHeaders:
-		st := e.st
-		if e.flags == frame.FlagSYN {
-			b, _ := frame.AppendHeadersBlock(dst, e.id, frame.FlagSYN, e.block)
-			e.block = nil
+		st := ent.st
+		if ent.flags == frame.FlagSYN {
+			b, _ := frame.AppendHeadersBlock(dst, ent.id, frame.FlagSYN, ent.block)
+			ent.block = nil
 			return b
 		}
 		if st.resetErr != nil {
 			return dst
 		}
-		b, _ := frame.AppendHeadersBlock(dst, e.id, frame.FlagACK, nil)
-		c.ackedList = append(c.ackedList, st)
+		b, _ := frame.AppendHeadersBlock(dst, ent.id, frame.FlagACK, nil)
+		e.ackedList = append(e.ackedList, st)
 		return b
 	case frame.TypeWindowUpdate:
-		if e.st == nil {
-			d := c.sessWU
-			c.sessWU, c.sessWUQ = 0, false
+		if ent.st == nil {
+			d := e.sessWU
+			e.sessWU, e.sessWUQ = 0, false
 			if d == 0 {
 				return dst
 			}
 			b, _ := frame.AppendWindowUpdate(dst, 0, d)
 			return b
 		}
-		st := e.st
+		st := ent.st
 		d := st.wuPending
 		st.wuPending, st.wuQueued = 0, false
 		if d == 0 || st.removed || st.finRecv || st.resetErr != nil {
@@ -233,8 +233,8 @@ func (c *core) appendCtrl(dst []byte, e *ctrl) []byte {
 		b, _ := frame.AppendWindowUpdate(dst, st.id, d)
 		return b
 	case frame.TypeMaxStreams:
-		c.maxStrDirty = false
-		b, _ := frame.AppendMaxStreams(dst, c.granted)
+		e.maxStrDirty = false
+		b, _ := frame.AppendMaxStreams(dst, e.granted)
 		return b
 	}
 	return dst
@@ -242,54 +242,54 @@ func (c *core) appendCtrl(dst []byte, e *ctrl) []byte {
 
 // batchLen is the size of the batch laid out in dst so far, spliced bytes
 // included.
-func (c *core) batchLen(dst []byte) int {
-	if c.splice != nil {
-		return len(dst) + c.splice.n
+func (e *Engine) batchLen(dst []byte) int {
+	if e.splice != nil {
+		return len(dst) + e.splice.n
 	}
 	return len(dst)
 }
 
 // appendData lays out DATA frames until the batch, the session credit or
 // the ready streams run out.
-func (c *core) appendData(dst []byte, limit, frames int, now time.Duration) ([]byte, int) {
+func (e *Engine) appendData(dst []byte, limit, frames int, now time.Duration) ([]byte, int) {
 	for {
-		room := limit - c.batchLen(dst) - frame.HeaderSize
+		room := limit - e.batchLen(dst) - frame.HeaderSize
 		if room <= 0 {
 			break
 		}
 		cls := -1
 		switch {
-		case c.lists[0].head != nil && (c.lists[1].head == nil || c.iaRun < agingInteractive):
+		case e.lists[0].head != nil && (e.lists[1].head == nil || e.iaRun < agingInteractive):
 			cls = 0
-			c.iaRun++
-		case c.lists[1].head != nil:
+			e.iaRun++
+		case e.lists[1].head != nil:
 			cls = 1
-			c.iaRun = 0
+			e.iaRun = 0
 		}
 		if cls < 0 {
 			break
 		}
-		st := c.lists[cls].head
+		st := e.lists[cls].head
 		q := st.txq.Len()
-		sc := c.sessSend.avail()
+		sc := e.sessSend.avail()
 		if q > 0 && sc == 0 {
 			// No session credit: only bare FINs can move.
-			dst, frames = c.appendBareFins(dst, limit, frames)
+			dst, frames = e.appendBareFins(dst, limit, frames)
 			break
 		}
-		c.popFront(cls)
+		e.popFront(cls)
 		if !st.sendable() {
 			if st.flushing { // a reset waiting for data that cannot go
-				c.finishFlush(st)
+				e.finishFlush(st)
 			}
 			continue // relinked by a WINDOW_UPDATE
 		}
-		n := min(q, st.tx.avail(), c.peerMaxData, room, sc)
+		n := min(q, st.tx.avail(), e.peerMaxData, room, sc)
 		if n < q && n == room && room < 1<<10 {
-			c.link(st)
+			e.link(st)
 			break // leave a tiny remainder of the batch unused
 		}
-		if c.splice != nil {
+		if e.splice != nil {
 			// A frame that ends where its chunk does lets the chunk go
 			// out spliced, and realigns frames with chunks after a
 			// short one.
@@ -299,50 +299,50 @@ func (c *core) appendData(dst []byte, limit, frames int, now time.Duration) ([]b
 		}
 		fin := st.finQueued && !st.flushing && n == q
 		dst, _ = frame.AppendDataHeader(dst, st.id, fin, n)
-		if c.splice != nil {
-			dst = st.txq.spliceTo(dst, n, c.splice)
+		if e.splice != nil {
+			dst = st.txq.spliceTo(dst, n, e.splice)
 		} else {
 			dst = st.txq.appendTo(dst, n)
 		}
 		frames++
 		st.tx.Consume(n)
-		c.sessSend.Consume(n)
-		c.txQueued -= n
+		e.sessSend.Consume(n)
+		e.txQueued -= n
 		st.bytes += int64(n)
 		if n > 0 {
-			c.lastActivity = now
+			e.lastActivity = now
 		}
 		switch {
 		case fin:
 			st.finSent = true
-			c.maybeFinish(st)
+			e.maybeFinish(st)
 		case st.flushing && st.txq.Len() == 0:
-			c.finishFlush(st)
+			e.finishFlush(st)
 		default:
-			c.link(st)
+			e.link(st)
 		}
-		st.signalWrite()
+		e.emitStream(st, EvWritable)
 	}
-	if !c.sessWait.empty() {
+	if !e.sessWait.empty() {
 		// Once per batch, not per frame: the writers woken find the
 		// room of the whole batch, instead of one frame's each.
-		c.wakeSessionWaiters()
+		e.wakeSessionWaiters()
 	}
 	return dst, frames
 }
 
 // appendBareFins sends the FINs of streams that have nothing else queued,
 // which need no credit.
-func (c *core) appendBareFins(dst []byte, limit, frames int) ([]byte, int) {
-	for cls := range c.lists {
-		for st := c.lists[cls].head; st != nil; {
+func (e *Engine) appendBareFins(dst []byte, limit, frames int) ([]byte, int) {
+	for cls := range e.lists {
+		for st := e.lists[cls].head; st != nil; {
 			next := st.next
-			if st.txq.Len() == 0 && st.finQueued && !st.flushing && c.batchLen(dst)+frame.HeaderSize <= limit {
-				c.unlink(st)
+			if st.txq.Len() == 0 && st.finQueued && !st.flushing && e.batchLen(dst)+frame.HeaderSize <= limit {
+				e.unlink(st)
 				dst, _ = frame.AppendDataHeader(dst, st.id, true, 0)
 				frames++
 				st.finSent = true
-				c.maybeFinish(st)
+				e.maybeFinish(st)
 			}
 			st = next
 		}
@@ -353,15 +353,15 @@ func (c *core) appendBareFins(dst []byte, limit, frames int) ([]byte, int) {
 // wakeSessionWaiters wakes writers waiting for session send-buffer room,
 // first come first served, about as many as the free room can take (each
 // is assumed to fill 64 KiB; those that find no room queue again).
-func (c *core) wakeSessionWaiters() {
-	free := c.cfg.SessionSendBuffer - c.txQueued
-	for free > 0 && !c.sessWait.empty() {
-		st := c.sessWait.pop()
+func (e *Engine) wakeSessionWaiters() {
+	free := e.cfg.SessionSendBuffer - e.txQueued
+	for free > 0 && !e.sessWait.empty() {
+		st := e.sessWait.pop()
 		if !st.sessWaiting {
 			continue // gave up (deadline, reset) meanwhile
 		}
 		st.sessWaiting = false
-		st.signalWrite()
+		e.emitStream(st, EvWritable)
 		free -= 64 << 10
 	}
 }

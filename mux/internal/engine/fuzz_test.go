@@ -1,4 +1,4 @@
-package mux
+package engine
 
 import (
 	"os"
@@ -42,11 +42,10 @@ func fuzzCore(t *testing.T, data []byte) {
 	}
 	watchdog := time.AfterFunc(5*time.Second, func() { panic("FuzzCore: input hangs") })
 	defer watchdog.Stop()
-	cfg := (*Config)(nil).withDefaults()
-	var stats statsCounters
-	c := newCore(cfg, false, &stats, 0)
+	cfg := testConfig()
+	c := New(cfg, false, nil, 0)
 	var s frame.Settings
-	if err := c.feed(frame.AppendSettings(nil, &s), 0); err != nil {
+	if err := c.Feed(frame.AppendSettings(nil, &s), 0); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Duration(0)
@@ -61,11 +60,11 @@ func fuzzCore(t *testing.T, data []byte) {
 		switch op {
 		case 0:
 			if len(arg) > 0 {
-				_ = c.feed(arg, now)
+				_ = c.Feed(arg, now)
 			}
 		case 1:
 			dead := c.err != nil
-			out := c.appendBatch(nil, now)
+			out := c.AppendBatch(nil, now)
 			if len(out) == 0 {
 				break
 			}
@@ -89,7 +88,7 @@ func fuzzCore(t *testing.T, data []byte) {
 			if len(arg) > 0 {
 				now += time.Duration(arg[0]) * time.Second
 			}
-			c.tick(now)
+			c.Tick(now)
 		}
 	}
 	// INTERNAL_ERROR is a local failure; a peer's GOAWAY may carry
@@ -136,22 +135,21 @@ func TestFuzzCoreRegressions(t *testing.T) {
 // SETTINGS, so a peer announcing 64 KiB got a 65,562-byte first message
 // and closed the connection with 1009 when DATA was already queued.
 func TestFirstBatchCountsPreface(t *testing.T) {
-	cfg := (*Config)(nil).withDefaults()
-	var stats statsCounters
-	c := newCore(cfg, true, &stats, 0)
+	cfg := testConfig()
+	c := New(cfg, true, nil, 0)
 	var s frame.Settings
 	if err := s.Set(frame.SettingMaxMessageSize, 64<<10); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.feed(frame.AppendSettings(nil, &s), 0); err != nil {
+	if err := c.Feed(frame.AppendSettings(nil, &s), 0); err != nil {
 		t.Fatal(err)
 	}
-	st := c.openLocal(nil, 0)
+	st := c.Open(nil, 0)
 	data := make([]byte, 200<<10)
 	st.txq.write(data)
 	c.txQueued += len(data)
 	c.link(st)
-	b := c.appendBatch(c.appendPreface(nil), 0)
+	b := c.AppendBatch(c.appendSettings(nil), 0)
 	if len(b) > 64<<10 {
 		t.Fatalf("first message of %d bytes, the peer accepts %d", len(b), 64<<10)
 	}

@@ -1,9 +1,8 @@
-package mux
+package engine
 
 import (
 	"github.com/wsmux/wsmux/flow"
 	"github.com/wsmux/wsmux/mux/internal/pool"
-	"github.com/wsmux/wsmux/mux/internal/wsio"
 )
 
 // sendCredit is the credit the peer granted us (a flow.Sender) plus a debt:
@@ -157,7 +156,7 @@ func (q *chunkQueue) spliceTo(dst []byte, n int, sp *splice) []byte {
 		k := min(n, len(c)-q.off)
 		n -= k
 		if q.off+k == len(c) && k >= minSplice {
-			sp.segs = append(sp.segs, wsio.Segment{At: len(dst), Data: c[q.off:]})
+			sp.segs = append(sp.segs, pool.Segment{At: len(dst), Data: c[q.off:]})
 			sp.chunks = append(sp.chunks, cp)
 			sp.n += k
 			q.ring[q.head] = nil // now sp's: popFront must not pool it
@@ -187,11 +186,11 @@ const minSplice = 2 << 10
 
 // splice is what a batch took from send queues without copying: segments
 // of chunks that left their queues, written after the batch buffer's bytes
-// they follow (wsio.Conn.WriteMessageSegments), then pooled again. Used
-// when the connection writes vectors in one system call (wsio.Vectored):
+// they follow (the driver), then pooled again. Used
+// when the connection writes vectors in one system call (Config.Splice):
 // it takes the writer's copy of every DATA byte out of the write path.
 type splice struct {
-	segs   []wsio.Segment
+	segs   []pool.Segment
 	chunks []*[]byte
 	n      int // bytes in segs: they count against the batch's size
 }

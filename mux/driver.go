@@ -1,0 +1,441 @@
+package mux
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/gobwas/ws"
+
+	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/mux/internal/engine"
+	"github.com/wsmux/wsmux/mux/internal/pool"
+	"github.com/wsmux/wsmux/mux/internal/wsio"
+)
+
+// The goroutine driver: a reader goroutine feeds received messages to the
+// engine, a writer goroutine writes its batches and runs its timers, and
+// handler goroutines run Config.Handler. The fast paths (lead.go, kick)
+// are strategies on top of it, under the same locks.
+//
+// Lock order: Stream.wmu, then Session.sendMu, then Session.mu. The engine
+// is called only with mu held; its spliced chunks and the batch buffer
+// only with sendMu held.
+
+// wakeWriter tells the writer goroutine there may be something to write.
+func (s *Session) wakeWriter() { notify(s.wakeCh) }
+
+// unlock releases s.mu after dispatching what the engine's calls made
+// happen: every path that called the engine while holding s.mu leaves
+// through here.
+func (s *Session) unlock() {
+	if s.e.HasEvents() {
+		s.dispatch()
+	}
+	s.mu.Unlock()
+}
+
+// dispatch turns the engine's events into wake-ups (s.mu held).
+func (s *Session) dispatch() {
+	ev := s.e.Events()
+	if ev&engine.EvSend != 0 {
+		notify(s.wakeCh)
+	}
+	if ev&engine.EvAccept != 0 {
+		notify(s.acceptCh)
+	}
+	if ev&engine.EvCredit != 0 {
+		notify(s.creditCh)
+	}
+	if ev&engine.EvHandler != 0 {
+		s.spawnHandlers()
+	}
+	if ev&(engine.EvPong|engine.EvClosed) != 0 && s.pingDone != nil {
+		close(s.pingDone)
+		s.pingDone = nil
+	}
+	for {
+		rec, sev := s.e.PopStreamEvent()
+		if rec == nil {
+			break
+		}
+		st := handle(rec)
+		if sev&engine.EvReadable != 0 {
+			st.signalRead()
+		}
+		if sev&engine.EvWritable != 0 {
+			notify(st.wrCh)
+		}
+		if sev&engine.EvAnswered != 0 && st.ackCh != nil {
+			close(st.ackCh)
+		}
+	}
+	if ev&engine.EvClosed != 0 {
+		if l := s.cfg.Logger; l != nil && s.e.Failed() {
+			err := s.e.Err()
+			l.Warn("wsmux: session error", "code", err.Code.String(), "err", err.Err)
+		}
+		close(s.deadCh)
+	}
+}
+
+// messageHook records when the message being received started (reader
+// goroutine); the writer's timers bound how long it may stay partial.
+func (s *Session) messageHook(started bool) {
+	if started {
+		s.rxStart.Store(int64(s.now()) + 1)
+	} else {
+		s.rxStart.Store(0)
+	}
+}
+
+// yieldMessage is the largest message after which the reader yields.
+const yieldMessage = 4 << 10
+
+// readLoop feeds every message to the core until the connection fails.
+func (s *Session) readLoop() {
+	defer close(s.readerDone)
+	for {
+		if s.leadOK && s.wsc.Buffered() == 0 {
+			s.handOff() // a waiting Read reads the socket meanwhile
+		}
+		msg, err := s.wsc.ReadMessage()
+		s.mu.Lock()
+		if err != nil {
+			s.readFailed(err)
+			s.unlock()
+			return
+		}
+		s.e.Feed(msg, s.now())
+		s.unlock()
+		if len(msg) <= yieldMessage {
+			// A small message most likely woke a Read waiting for it:
+			// let that goroutine run here now (it is next on this P),
+			// before this one's next read, which usually finds the
+			// socket empty and parks. That takes a system call off
+			// the request/response path.
+			runtime.Gosched()
+		}
+	}
+}
+
+// readFailed ends the session after a read error (s.mu held).
+func (s *Session) readFailed(err error) {
+	var ce *wsio.CloseError
+	var pe *wsio.ProtocolError
+	switch {
+	case errors.As(err, &ce):
+		s.e.PeerClosed(ce.Code == ws.StatusNormalClosure || ce.Code == ws.StatusGoingAway || ce.Code == ws.StatusNoStatusRcvd, err)
+	case errors.As(err, &pe):
+		s.e.WebSocketViolation(uint16(pe.Close), err)
+	default:
+		s.e.ReadFailed(err)
+	}
+}
+
+// writeLoop writes the preface, then batches until the session ends; it
+// also runs the timers. It closes the connection when done.
+func (s *Session) writeLoop() {
+	defer close(s.writerDone)
+	e := s.e
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var zero [wsio.HeaderRoom]byte
+	first := true
+	writeFailed := false
+	var bp *[]byte // batch buffer, held from batch to batch while busy
+	s.sendMu.Lock()
+	for {
+		if err := s.directErr; err != nil {
+			s.writeError(err)
+			writeFailed = true
+			break
+		}
+		if s.wsc.ControlPending() {
+			// A pong or close reply goes out even when no batch was
+			// written for long: the deadline of the last one has passed.
+			if t := time.Now(); s.wdl.Sub(t) < s.cfg.WriteTimeout*3/4 {
+				s.wdl = t.Add(s.cfg.WriteTimeout)
+				_ = s.conn.SetWriteDeadline(s.wdl)
+			}
+		}
+		if err := s.wsc.FlushControl(); err != nil {
+			s.mu.Lock()
+			e.WriteFailed(frame.InternalError, err)
+			s.unlock()
+			writeFailed = true
+			break
+		}
+		if bp == nil {
+			bp = pool.GetBatch(wsio.HeaderRoom + s.cfg.MaxBatch)
+		}
+		b := append((*bp)[:0], zero[:]...)
+		s.mu.Lock()
+		now := s.now()
+		if first {
+			b = e.AppendPreface(b, now)
+			first = false
+		}
+		if v := s.rxStart.Load(); v > 0 {
+			e.SetPartial(time.Duration(v-1), true)
+		} else {
+			e.SetPartial(0, false)
+		}
+		e.Tick(now)
+		b = e.AppendBatch(b, now)
+		s.acks = e.TakeAcked(s.acks[:0])
+		dead := e.Err() != nil
+		finished := dead && e.FlushDone()
+		wait := e.NextTimer(now)
+		closeBy := e.CloseBy()
+		s.unlock()
+		if len(b) > wsio.HeaderRoom {
+			err := s.writeBatch(b, dead, closeBy)
+			*bp = b[:0] // kept for the next batch while busy
+			if err != nil {
+				s.writeError(err)
+				writeFailed = true
+				break
+			}
+			if finished {
+				break
+			}
+			continue
+		}
+		// Going idle: the buffer goes back to the pool, so an idle session
+		// holds none.
+		*bp = b[:0]
+		pool.PutBatch(bp)
+		bp = nil
+		if finished {
+			break
+		}
+		if wait < 0 {
+			wait = time.Hour
+		}
+		timer.Reset(wait)
+		s.writerParked.Store(true)
+		s.sendMu.Unlock()
+		select {
+		case <-s.wakeCh:
+		case <-timer.C:
+		}
+		s.writerParked.Store(false)
+		s.sendMu.Lock()
+	}
+	// sendMu stays held: no direct write may follow the close.
+	s.finish(writeFailed)
+}
+
+// writeBatch writes the batch b with the DATA runs spliced into it (the
+// engine's Spliced; sendMu held, s.mu not held), then counts it and signals the ACKs it
+// carried. dead and closeBy are the session's
+// state when b was laid out.
+func (s *Session) writeBatch(b []byte, dead bool, closeBy time.Duration) error {
+	// The deadline is refreshed only when less than 3/4 of WriteTimeout
+	// is left: a write always gets at least that long, and steady state
+	// makes no deadline call per write.
+	t := time.Now()
+	switch {
+	case dead && closeBy > 0:
+		s.wdl = s.epoch.Add(closeBy)
+		_ = s.conn.SetWriteDeadline(s.wdl)
+	case s.wdl.Sub(t) < s.cfg.WriteTimeout*3/4:
+		s.wdl = t.Add(s.cfg.WriteTimeout)
+		_ = s.conn.SetWriteDeadline(s.wdl)
+	}
+	segs, n := s.e.Spliced()
+	err := s.wsc.WriteMessageSegments(b, segs)
+	s.e.ReleaseSpliced()
+	if err != nil {
+		return err
+	}
+	s.stats.MessagesOut.Add(1)
+	s.stats.BytesOut.Add(uint64(len(b) - wsio.HeaderRoom + n))
+	if len(s.acks) > 0 {
+		s.mu.Lock()
+		s.e.AcksWritten(s.acks)
+		s.unlock()
+		clear(s.acks)
+		s.acks = s.acks[:0]
+	}
+	return nil
+}
+
+// writeError ends the session after a failed write (writer goroutine,
+// sendMu held).
+func (s *Session) writeError(err error) {
+	if errors.Is(err, wsio.ErrCloseSent) {
+		// The reader got the peer's close and FlushControl answered it:
+		// the reader's account of the end wins.
+		<-s.readerDone
+	}
+	code := frame.InternalError
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		code = frame.StallTimeout // no write progress for WriteTimeout
+	}
+	s.mu.Lock()
+	s.e.WriteFailed(code, err)
+	s.unlock()
+}
+
+// directWriteMax is the largest Write that may send its own batch instead
+// of waking the writer goroutine: interactive writes (keystrokes, small
+// requests, echoes) save two goroutine handoffs per round trip, while bulk
+// writes keep the writer's batching and its overlap with the application.
+const directWriteMax = 4 << 10
+
+// kick gets queued bytes moving after a Write of n bytes (s.mu held; it
+// releases it). When the writer goroutine is parked, nothing else is being
+// written, and the write is small, the calling goroutine lays out and
+// writes the batch itself; otherwise it wakes the writer.
+func (s *Session) kick(n int) {
+	e := s.e
+	if n > directWriteMax || !s.writerParked.Load() || !e.Ready() ||
+		s.wsc.ControlPending() || !s.sendMu.TryLock() {
+		s.wakeWriter()
+		s.unlock()
+		return
+	}
+	if s.directErr != nil || !s.writerParked.Load() {
+		s.sendMu.Unlock()
+		s.wakeWriter()
+		s.unlock()
+		return
+	}
+	bp := pool.GetBatch(wsio.HeaderRoom + s.cfg.MaxBatch)
+	b := (*bp)[:wsio.HeaderRoom]
+	now := s.now()
+	b = e.AppendBatch(b, now)
+	s.acks = e.TakeAcked(s.acks[:0])
+	// The writer runs again for what did not fit and for a stall that
+	// began (its timer); other timers only move later.
+	more := e.Pending()
+	s.unlock()
+	if len(b) > wsio.HeaderRoom {
+		if err := s.writeBatch(b, false, 0); err != nil {
+			s.directErr = err
+			more = true
+		}
+	}
+	*bp = b[:0]
+	pool.PutBatch(bp)
+	s.sendMu.Unlock()
+	if more {
+		s.wakeWriter() // what did not fit, or the error, is the writer's
+	}
+}
+
+// finish sends the WebSocket close, lets the peer answer for a moment and
+// closes the connection (writer goroutine).
+func (s *Session) finish(writeFailed bool) {
+	s.mu.Lock()
+	e := s.e
+	serr := e.Err()
+	code := wsCloseCode(serr)
+	if st := e.CloseStatus(); st != 0 {
+		code = ws.StatusCode(st)
+	}
+	peerClosed := e.ClosedByPeer()
+	reason := ""
+	if serr.Err != nil && !serr.Remote {
+		reason = truncText(serr.Err.Error(), 120)
+	}
+	closeBy := e.CloseBy()
+	s.mu.Unlock()
+	if !writeFailed {
+		linger := time.Now().Add(min(closeLinger, s.cfg.CloseTimeout))
+		if closeBy > 0 {
+			if t := s.epoch.Add(closeBy); t.Before(linger) {
+				linger = t
+			}
+		}
+		_ = s.conn.SetWriteDeadline(linger)
+		if peerClosed {
+			_ = s.wsc.FlushControl()
+		} else {
+			_ = s.wsc.WriteClose(code, reason)
+		}
+		s.mu.Lock()
+		s.lingering = true // a leader must not clear this deadline
+		_ = s.conn.SetReadDeadline(linger)
+		s.mu.Unlock()
+		select {
+		case <-s.readerDone:
+		case <-time.After(time.Until(linger)):
+		}
+	}
+	_ = s.conn.Close()
+	<-s.readerDone
+	close(s.done)
+}
+
+// wsCloseCode maps a session error to a WebSocket close status.
+func wsCloseCode(e *SessionError) ws.StatusCode {
+	if e == nil {
+		return ws.StatusNormalClosure
+	}
+	switch e.Code {
+	case frame.NoError, frame.IdleTimeout:
+		return ws.StatusNormalClosure
+	case frame.KeepaliveTimeout, frame.SettingsTimeout, frame.StallTimeout:
+		return ws.StatusGoingAway
+	case frame.EnhanceYourCalm, frame.StreamLimit, frame.HeaderTooLarge, frame.MemoryLimit:
+		return ws.StatusPolicyViolation
+	case frame.InternalError:
+		return ws.StatusInternalServerError
+	}
+	return ws.StatusProtocolError
+}
+
+// spawnHandlers starts handler goroutines for queued streams, up to
+// HandlerConcurrency (s.mu held).
+func (s *Session) spawnHandlers() {
+	for s.workers < s.cfg.HandlerConcurrency && s.workers < s.e.HandlersWaiting() {
+		s.workers++
+		go s.handlerWorker()
+	}
+}
+
+// handlerWorker runs Handler for queued streams and exits when none is left.
+func (s *Session) handlerWorker() {
+	e := s.e
+	for {
+		s.mu.Lock()
+		rec := e.TakeHandler()
+		if rec == nil {
+			s.workers--
+			s.unlock()
+			return
+		}
+		s.unlock()
+		err := s.cfg.Handler(handle(rec))
+		s.mu.Lock()
+		e.HandlerDone(rec, err, s.now())
+		s.unlock()
+	}
+}
+
+// truncText cuts s to at most n bytes, not inside a UTF-8 sequence.
+func truncText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && s[len(s)-1]&0xC0 == 0x80 {
+		s = s[:len(s)-1]
+	}
+	if len(s) > 0 && s[len(s)-1] >= 0xC0 {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// notify does a non-blocking send on a capacity-1 channel.
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

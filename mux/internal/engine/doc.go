@@ -1,0 +1,22 @@
+// Package engine is the WSMUX/1 session state machine, with no I/O of its
+// own: whole WebSocket messages, the time and the application's calls go
+// in; events (a stream became readable or writable, was answered, a stream
+// waits to be accepted, the session ended...) and batches of frames to
+// write come out.
+//
+// An Engine knows no sockets, no goroutines and no clock: every call that
+// depends on time takes the caller's monotonic now, and the caller runs
+// Tick when NextTimer says. It never calls up into the code that drives
+// it: what happened is recorded as events the driver takes (Events,
+// PopStreamEvent) after each call. It is not safe for concurrent use: the
+// driver serialises every call (package mux holds one mutex).
+//
+// A driver owns the transport: it feeds each received message to Feed,
+// writes what AppendBatch lays out, and wakes the goroutines (or event-loop
+// callbacks) that wait on the events. Package mux has two strategies over
+// the same engine: the plain goroutine driver (one reader, one writer) and
+// its fast paths (leader reads, direct small writes, spliced writes).
+//
+// It must not import net (nor net/http), the mux package or anything that
+// starts goroutines or reads the time of day; it imports frame and flow.
+package engine

@@ -1,0 +1,474 @@
+package engine
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/wsmux/wsmux/frame"
+)
+
+// The receive half of the core: one message in, state changes and queued
+// answers out. Every rule that needs session state (stream id order,
+// windows, credit, budgets) is enforced here; the codec checked the rest.
+
+// Feed consumes one whole WebSocket message from the peer. It returns the
+// session error when the message (or an earlier one) ended the session.
+func (e *Engine) Feed(msg []byte, now time.Duration) error {
+	if e.err != nil {
+		if e.flushing {
+			e.feedFlushing(msg)
+		}
+		return e.err
+	}
+	e.lastRecv = now
+	e.stats.MessagesIn.Add(1)
+	e.stats.BytesIn.Add(uint64(len(msg)))
+	var it frame.Iterator
+	it.Reset(msg, e.lim)
+	frames := 0
+	for it.Next() {
+		f := it.Frame()
+		frames++
+		e.handle(&f, now)
+		if e.err != nil {
+			break
+		}
+	}
+	e.stats.FramesIn.Add(uint64(frames))
+	if err := it.Err(); err != nil {
+		e.failFrame(err)
+	}
+	if e.err != nil {
+		return e.err
+	}
+	return nil
+}
+
+func (e *Engine) handle(f *frame.Frame, now time.Duration) {
+	if !e.gotSettings {
+		if f.Type != frame.TypeSettings {
+			e.fail(frame.ProtocolError, errors.New("first frame is not SETTINGS"))
+			return
+		}
+		e.applySettings(f.Payload)
+		return
+	}
+	switch f.Type {
+	case frame.TypeData:
+		e.onData(f, now)
+	case frame.TypeHeaders:
+		e.onHeaders(f, now)
+	case frame.TypeWindowUpdate:
+		e.onWindowUpdate(f, now)
+	case frame.TypeRSTStream:
+		e.onRST(f, now)
+	case frame.TypeStopSending:
+		e.onStopSending(f, now)
+	case frame.TypePing:
+		e.onPing(f, now)
+	case frame.TypeGoAway:
+		e.onGoAway(f)
+	case frame.TypeSettings:
+		e.fail(frame.ProtocolError, errors.New("second SETTINGS frame"))
+	case frame.TypeMaxStreams:
+		if f.Arg > e.peerCredit {
+			e.peerCredit = f.Arg
+			e.emit(EvCredit)
+		}
+	}
+}
+
+func (e *Engine) applySettings(p []byte) {
+	e.gotSettings = true
+	var s frame.Settings
+	if err := frame.ParseSettings(p, &s); err != nil {
+		e.failFrame(err)
+		return
+	}
+	if v, ok := s.Get(frame.SettingMaxDataPayload); ok {
+		e.peerMaxData = int(v)
+	}
+	if v, ok := s.Get(frame.SettingMaxHeaderBytes); ok {
+		e.peerBlock.MaxBytes = int(v)
+	}
+	if v, ok := s.Get(frame.SettingMaxMessageSize); ok {
+		e.peerMaxMsg = int(v)
+	}
+	if v, ok := s.Get(frame.SettingInitialMaxStreams); ok {
+		e.peerCredit = v
+		e.emit(EvCredit)
+	}
+	if v, ok := s.Get(frame.SettingInitialSessionWindow); ok {
+		if err := e.sessSend.adjust(int64(v) - int64(e.peerSessWin)); err != nil {
+			e.fail(frame.FlowControlError, err)
+			return
+		}
+		e.peerSessWin = v
+	}
+	if v, ok := s.Get(frame.SettingInitialStreamWindow); ok {
+		// Streams opened before the peer's SETTINGS assumed the default.
+		// No DATA was sent before SETTINGS arrived, so a smaller window
+		// only leaves a debt.
+		for _, st := range e.streams {
+			if err := st.tx.adjust(int64(v) - int64(e.peerStreamWin)); err != nil {
+				e.fail(frame.FlowControlError, err)
+				return
+			}
+			e.link(st)
+			e.emitStream(st, EvWritable)
+		}
+		e.peerStreamWin = v
+	}
+	e.emit(EvCredit) // openers wait for the SETTINGS, whatever they hold
+	e.wake()
+}
+
+func (e *Engine) onData(f *frame.Frame, now time.Duration) {
+	n := len(f.Payload)
+	st, state := e.lookup(f.StreamID)
+	switch state {
+	case stateIdle:
+		e.fail(frame.ProtocolError, errors.New("DATA on an idle stream"))
+		return
+	case stateClosed:
+		e.discardSession(n)
+		return
+	}
+	e.lastActivity = now
+	if st.local && !st.acked && st.resetErr == nil {
+		// DATA before the ACK (a peer handler that wrote before it
+		// returned): the peer evidently accepted the stream.
+		st.acked, st.ackImplied = true, true
+		e.answer(st)
+	}
+	if st.finRecv {
+		// DATA after the peer's FIN: the stream is broken, not the session.
+		e.discardSession(n)
+		if e.err == nil {
+			e.resetStream(st, frame.StreamClosed, "DATA after FIN", now, false)
+			e.stats.CountError(frame.StreamClosed)
+			// Resets the peer provokes count like its own (MadeYouReset).
+			if e.youngResets.add(now, maxYoungResets) {
+				e.fail(frame.EnhanceYourCalm, errors.New("too many provoked stream errors"))
+			}
+		}
+		return
+	}
+	if st.readClosed || st.resetErr != nil {
+		d, err := st.rx.Discard(n)
+		if err != nil {
+			e.fail(frame.FlowControlError, err)
+			return
+		}
+		e.discardSession(n)
+		e.queueStreamWU(st, d)
+	} else {
+		if err := e.sessRecv.Receive(n); err != nil {
+			e.fail(frame.FlowControlError, err)
+			return
+		}
+		if err := st.rx.Receive(n); err != nil {
+			e.fail(frame.FlowControlError, err)
+			return
+		}
+		e.noteData(st.id, now)
+		data := f.Payload
+		if b := st.rdBuf; len(b) < cap(b) && st.rxq.Len() == 0 {
+			// A Read waits with its buffer: copy straight into it.
+			k := copy(b[len(b):cap(b)], data)
+			st.rdBuf = b[:len(b)+k]
+			data = data[k:]
+		}
+		st.rxq.write(data)
+		st.bytes += int64(n)
+		e.emitStream(st, EvReadable)
+	}
+	if f.Flags.Has(frame.FlagFIN) {
+		st.finRecv = true
+		e.emitStream(st, EvReadable)
+		e.maybeFinish(st)
+	}
+}
+
+// discardSession credits n bytes nobody will read back to the session
+// window.
+func (e *Engine) discardSession(n int) {
+	if n == 0 {
+		return
+	}
+	d, err := e.sessRecv.Discard(n)
+	if err != nil {
+		e.fail(frame.FlowControlError, err)
+		return
+	}
+	e.queueSessionWU(d)
+}
+
+func (e *Engine) onHeaders(f *frame.Frame, now time.Duration) {
+	e.lastActivity = now
+	switch {
+	case f.Flags.Has(frame.FlagSYN):
+		e.onSyn(f, now)
+		return
+	case f.Flags.Has(frame.FlagACK):
+		st, state := e.lookup(f.StreamID)
+		switch state {
+		case stateIdle:
+			e.fail(frame.ProtocolError, errors.New("ACK on an idle stream"))
+			return
+		case stateClosed:
+			return // a stream we reset before the answer came
+		}
+		if !st.local || (st.acked && !st.ackImplied) {
+			e.fail(frame.ProtocolError, errors.New("unexpected HEADERS ACK"))
+			return
+		}
+		st.ackImplied = false
+		if len(f.Payload) > 0 {
+			h := make(http.Header)
+			if err := frame.DecodeHeaderBlock(f.Payload, &e.lim.Block, h); err != nil {
+				e.failFrame(err)
+				return
+			}
+			st.hdrs = h
+		}
+		st.acked = true
+		e.answer(st)
+	default:
+		if e.liveStream(f, now) == nil {
+			return
+		}
+		if !f.Flags.Has(frame.FlagFIN) {
+			e.countUseless(now) // metadata: accepted and ignored
+			return
+		}
+	}
+	// HEADERS with FIN (and maybe ACK): the peer's last frame.
+	if st, ok := e.streams[f.StreamID]; ok && f.Flags.Has(frame.FlagFIN) && !st.finRecv {
+		st.finRecv = true
+		e.emitStream(st, EvReadable)
+		e.maybeFinish(st)
+	}
+}
+
+func (e *Engine) onSyn(f *frame.Frame, now time.Duration) {
+	id := f.StreamID
+	switch {
+	case e.isLocal(id):
+		e.fail(frame.ProtocolError, errors.New("SYN with our stream id parity"))
+		return
+	case id <= e.lastPeerID:
+		e.fail(frame.ProtocolError, errors.New("stream id reused or going backwards"))
+		return
+	case ordinal(id) > e.granted:
+		e.fail(frame.StreamLimit, errors.New("stream opened beyond the granted credit"))
+		return
+	}
+	e.lastPeerID = id
+	backlog := len(e.acceptQ)
+	if e.cfg.Handler {
+		backlog = len(e.handlerQ)
+	}
+	if e.goawaySent || backlog >= e.cfg.AcceptBacklog {
+		// Refused: the stream never existed for us; its slot comes back.
+		e.queueRST(id, frame.RefusedStream, "", true)
+		e.grantSlot()
+		if !e.goawaySent && e.youngResets.add(now, maxYoungResets) {
+			e.fail(frame.EnhanceYourCalm, errors.New("too many refused or reset streams"))
+		}
+		return
+	}
+	h := make(http.Header)
+	if err := frame.DecodeHeaderBlock(f.Payload, &e.lim.Block, h); err != nil {
+		e.failFrame(err)
+		return
+	}
+	st := e.newStream(id, false, now)
+	st.hdrs = h
+	st.finRecv = f.Flags.Has(frame.FlagFIN)
+	e.stats.StreamsAccepted.Add(1)
+	if e.cfg.Handler {
+		e.handlerQ = append(e.handlerQ, st)
+		e.emit(EvHandler)
+		return
+	}
+	e.queueAck(st)
+	e.acceptQ = append(e.acceptQ, st)
+	e.emit(EvAccept)
+}
+
+func (e *Engine) onWindowUpdate(f *frame.Frame, now time.Duration) {
+	if f.StreamID == 0 {
+		if err := e.sessSend.grant(f.Arg); err != nil {
+			e.fail(frame.FlowControlError, err)
+			return
+		}
+		if e.stalled {
+			e.stalled = false // the stall clock restarts with any grant
+			e.wake()          // the writer looks again (and restarts it if need be)
+		}
+		if e.lists[0].head != nil || e.lists[1].head != nil {
+			e.wake()
+		}
+		return
+	}
+	st := e.liveStream(f, now)
+	if st == nil {
+		return
+	}
+	if err := st.tx.grant(f.Arg); err != nil {
+		e.fail(frame.FlowControlError, err)
+		return
+	}
+	if st.inList == 0 && st.tx.avail() > 0 && st.txq.Len() > 0 {
+		e.link(st)
+		e.wake()
+	}
+	e.emitStream(st, EvWritable)
+}
+
+// liveStream returns the live stream a frame names, or nil when the frame
+// is done with: one naming a stream never opened fails the session, one
+// naming a closed stream counts against the useless-frame budget.
+func (e *Engine) liveStream(f *frame.Frame, now time.Duration) *Stream {
+	st, state := e.lookup(f.StreamID)
+	switch state {
+	case stateIdle:
+		e.fail(frame.ProtocolError, errors.New(f.Type.String()+" on an idle stream"))
+		return nil
+	case stateClosed:
+		e.countUseless(now)
+		return nil
+	}
+	return st
+}
+
+func (e *Engine) onRST(f *frame.Frame, now time.Duration) {
+	st := e.liveStream(f, now)
+	if st == nil {
+		return
+	}
+	if !st.local && now-st.created < youngStreamAge && st.bytes < youngStreamBytes {
+		if e.youngResets.add(now, maxYoungResets) {
+			e.fail(frame.EnhanceYourCalm, errors.New("rapid reset"))
+			return
+		}
+	}
+	reason := ""
+	if len(f.Payload) > 0 {
+		reason = string(f.Payload)
+	}
+	e.stats.ResetsRemote.Add(1)
+	e.endStream(st, &StreamError{Code: f.Code(), Remote: true, Reason: reason}, false)
+}
+
+func (e *Engine) onStopSending(f *frame.Frame, now time.Duration) {
+	st := e.liveStream(f, now)
+	if st == nil {
+		return
+	}
+	if st.finSent || st.writeErr != nil || st.resetErr != nil {
+		e.countUseless(now)
+		return
+	}
+	// Our send side ends: drop what is queued and send a bare FIN so the
+	// peer's receive side ends cleanly; the other direction goes on.
+	st.writeErr = &StreamError{Code: f.Code(), Remote: true}
+	e.txQueued -= st.txq.Len()
+	st.txq.reset()
+	st.finQueued = true
+	e.unlink(st)
+	e.link(st)
+	e.emitStream(st, EvWritable)
+	e.wake()
+}
+
+func (e *Engine) onPing(f *frame.Frame, now time.Duration) {
+	if f.Flags.Has(frame.FlagACK) {
+		if !e.pingOut || f.Arg != e.pingOpaque {
+			e.countUseless(now)
+			return
+		}
+		e.pingOut = false
+		e.wake() // the keepalive timer runs again
+		rtt := max(now-e.pingSentAt, time.Microsecond)
+		e.lastRTT = rtt
+		if e.minRTT == 0 || rtt < e.minRTT {
+			e.minRTT = rtt
+		}
+		if e.srtt == 0 {
+			e.srtt = rtt
+		} else {
+			e.srtt = (7*e.srtt + rtt) / 8
+		}
+		e.emit(EvPong)
+		return
+	}
+	e.pingTokens = min(float64(pingBurst), e.pingTokens+float64(now-e.pingTokensAt)*pingRate/float64(time.Second))
+	e.pingTokensAt = now
+	if e.pingTokens < 1 || e.pingAcks >= maxQueuedPingAcks {
+		e.fail(frame.EnhanceYourCalm, errors.New("PING flood"))
+		return
+	}
+	e.pingTokens--
+	e.pingAcks++
+	e.pushUrgent(ctrl{typ: frame.TypePing, flags: frame.FlagACK, arg: f.Arg, peer: true})
+}
+
+func (e *Engine) onGoAway(f *frame.Frame) {
+	last := f.StreamID
+	if e.goawayRecv && last > e.peerLastID {
+		last = e.peerLastID // a later GOAWAY may only lower last
+	}
+	e.goawayRecv, e.peerLastID = true, last
+	code := f.Code()
+	// Every GOAWAY starts a drain: streams up to last go on. A peer that
+	// failed follows its GOAWAY with the WebSocket close at once, and the
+	// session then ends with the GOAWAY's code. (Set before the streams
+	// beyond last end below: the last of them ends the drain, and the
+	// session with this error.)
+	if e.peerGoAway == nil || code != frame.NoError {
+		var err error
+		if len(f.Payload) > 0 {
+			err = errors.New(string(f.Payload))
+		}
+		if code != frame.NoError {
+			e.stats.CountError(code)
+		}
+		e.peerGoAway = &SessionError{Code: code, Remote: true, Err: err}
+	}
+	for id, st := range e.streams {
+		if st.local && id > last {
+			e.endStream(st, &StreamError{Code: frame.RefusedStream, Remote: true, Reason: "GOAWAY"}, false)
+		}
+	}
+	e.emit(EvCredit) // waiting openers fail with ErrGoAway
+	e.maybeDrained()
+}
+
+func (e *Engine) countUseless(now time.Duration) {
+	if e.useless.add(now, maxUseless) {
+		e.fail(frame.EnhanceYourCalm, errors.New("too many useless frames"))
+	}
+}
+
+// feedFlushing applies only the WINDOW_UPDATEs of a message that arrives
+// while a closing session still flushes queued DATA.
+func (e *Engine) feedFlushing(msg []byte) {
+	var it frame.Iterator
+	it.Reset(msg, e.lim)
+	for it.Next() {
+		f := it.Frame()
+		if f.Type != frame.TypeWindowUpdate {
+			continue
+		}
+		if f.StreamID == 0 {
+			_ = e.sessSend.grant(f.Arg)
+		} else if st, ok := e.streams[f.StreamID]; ok {
+			_ = st.tx.grant(f.Arg)
+			e.link(st)
+		}
+	}
+	e.wake()
+}
