@@ -45,6 +45,7 @@ func clampWindow(w uint32) int64 {
 // Sender is not safe for concurrent use: the caller synchronises.
 type Sender struct {
 	avail int64 // 0 <= avail <= MaxWindow
+	debt  int64 // owed after Adjust lowered the credit below zero; grants pay it first
 }
 
 // Init sets the credit to the peer's initial window. A value above MaxWindow
@@ -73,16 +74,47 @@ func (s *Sender) Consume(n int) bool {
 // for a delta of 0 and ErrOverflow if Available()+delta would exceed
 // MaxWindow (delta above MaxWindow included); on error the credit is
 // unchanged.
+//
+// While a debt is owed (Adjust), the delta pays it first and only the rest
+// becomes credit.
 func (s *Sender) Grant(delta uint32) error {
 	if delta == 0 {
 		return ErrZeroDelta
 	}
-	if int64(delta) > MaxWindow-s.avail {
+	paid := min(s.debt, int64(delta))
+	rest := int64(delta) - paid
+	if rest > MaxWindow-s.avail {
 		return ErrOverflow
 	}
-	s.avail += int64(delta)
+	s.debt -= paid
+	s.avail += rest
 	return nil
 }
+
+// Adjust moves the credit by delta: the peer changed its initial window
+// (SETTINGS) after we had counted on the old one. An increase is granted
+// (ErrOverflow past MaxWindow, the credit then unchanged); a decrease takes
+// what credit is left and owes the rest, which later grants pay before
+// they add credit.
+func (s *Sender) Adjust(delta int64) error {
+	if delta >= 0 {
+		paid := min(s.debt, delta)
+		if delta-paid > MaxWindow-s.avail {
+			return ErrOverflow
+		}
+		s.debt -= paid
+		s.avail += delta - paid
+		return nil
+	}
+	owe := -delta
+	take := min(owe, s.avail)
+	s.avail -= take
+	s.debt += owe - take
+	return nil
+}
+
+// Debt returns what Adjust left owed.
+func (s *Sender) Debt() int64 { return s.debt }
 
 // Budget approves window growth: the memory manager of a connection, of the
 // process, or both. Receiver calls Reserve before every increase of its

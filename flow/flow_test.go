@@ -153,6 +153,65 @@ func TestSenderGrant(t *testing.T) {
 	}
 }
 
+// TestSenderAdjust: a change of the peer's initial window moves the
+// credit; a decrease below zero leaves a debt that grants pay first.
+func TestSenderAdjust(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		initial   uint32
+		consume   int
+		adjust    int64
+		err       error
+		avail     int64
+		debt      int64
+		grant     uint32 // then, if not 0
+		wantAfter int64  // credit after the grant
+		debtAfter int64
+	}{
+		{"raise", 100, 0, 50, nil, 150, 0, 10, 160, 0},
+		{"lower within credit", 100, 0, -40, nil, 60, 0, 10, 70, 0},
+		{"lower below zero owes", 100, 80, -50, nil, 0, 30, 10, 0, 20},
+		{"grant pays the debt then adds", 100, 100, -30, nil, 0, 30, 50, 20, 0},
+		{"raise pays the debt first", 100, 100, -30, nil, 0, 30, 0, 0, 0},
+		{"raise past max window", 10, 0, MaxWindow, ErrOverflow, 10, 0, 0, 10, 0},
+		{"raise to max window", 10, 0, MaxWindow - 10, nil, MaxWindow, 0, 0, MaxWindow, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Sender
+			s.Init(tc.initial)
+			require.True(t, s.Consume(tc.consume))
+			err := s.Adjust(tc.adjust)
+			if tc.err == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tc.err)
+			}
+			require.Equal(t, tc.avail, s.Available())
+			require.Equal(t, tc.debt, s.Debt())
+			if tc.name == "raise pays the debt first" {
+				require.NoError(t, s.Adjust(40))
+				require.Equal(t, int64(10), s.Available())
+				require.Zero(t, s.Debt())
+				return
+			}
+			if tc.grant > 0 {
+				require.NoError(t, s.Grant(tc.grant))
+			}
+			require.Equal(t, tc.wantAfter, s.Available())
+			require.Equal(t, tc.debtAfter, s.Debt())
+		})
+	}
+	// A grant that would overflow once the debt is paid changes nothing.
+	var s Sender
+	s.Init(MaxWindow)
+	require.NoError(t, s.Adjust(-MaxWindow-5))
+	require.Equal(t, int64(5), s.Debt())
+	require.NoError(t, s.Grant(MaxWindow))
+	require.Equal(t, int64(MaxWindow-5), s.Available())
+	require.ErrorIs(t, s.Grant(6), ErrOverflow)
+	require.Equal(t, int64(MaxWindow-5), s.Available())
+}
+
 func TestReceiverInit(t *testing.T) {
 	for _, tc := range []struct {
 		name          string

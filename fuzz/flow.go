@@ -143,7 +143,7 @@ const (
 	flowOpCheat           // peer sends Outstanding+k bytes, k in [-128, 127], or a huge amount
 	flowOpRead            // application reads
 	flowOpDeliver         // an in-flight WINDOW_UPDATE reaches the peer
-	flowOpRawGrant        // arbitrary WINDOW_UPDATE deltas on a second Sender
+	flowOpRawGrant        // arbitrary WINDOW_UPDATE deltas and initial-window changes (Adjust) on a second Sender
 	flowOpEnsure          // EnsureWindow
 	flowOpTime            // the clock moves (rarely backwards)
 	flowOpRTT             // the RTT estimate changes
@@ -280,7 +280,8 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 		}
 
 	case flowOpRawGrant:
-		if in.u8()&1 == 0 {
+		sel := in.u8()
+		if sel%3 == 0 {
 			n := in.size()
 			a := p.raw.Available()
 			ok := p.raw.Consume(int(n))
@@ -289,21 +290,48 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 			}
 			return nil
 		}
+		a, debt := p.raw.Available(), p.raw.Debt()
+		if sel%3 == 2 {
+			// A change of the initial window: up to MaxWindow either way.
+			delta := int64(in.u32()) - int64(in.u32())
+			delta = max(min(delta, flow.MaxWindow), -flow.MaxWindow)
+			err := p.raw.Adjust(delta)
+			wantAvail, wantDebt := a, debt
+			var want error
+			switch {
+			case delta >= 0 && delta-min(debt, delta) > flow.MaxWindow-a:
+				want = flow.ErrOverflow
+			case delta >= 0:
+				wantDebt = debt - min(debt, delta)
+				wantAvail = a + delta - min(debt, delta)
+			default:
+				take := min(-delta, a)
+				wantAvail, wantDebt = a-take, debt+(-delta-take)
+			}
+			if err != want || p.raw.Available() != wantAvail || p.raw.Debt() != wantDebt {
+				return fmt.Errorf("Adjust(%d) with %d available, %d owed: %v, now %d available, %d owed (want %v, %d, %d)",
+					delta, a, debt, err, p.raw.Available(), p.raw.Debt(), want, wantAvail, wantDebt)
+			}
+			return nil
+		}
 		d := in.u32()
-		a := p.raw.Available()
 		err := p.raw.Grant(d)
+		paid := min(debt, int64(d))
 		var want error
 		switch {
 		case d == 0:
 			want = flow.ErrZeroDelta
-		case a+int64(d) > flow.MaxWindow:
+		case a+int64(d)-paid > flow.MaxWindow:
 			want = flow.ErrOverflow
 		}
 		if err != want {
-			return fmt.Errorf("Grant(%d) with %d available: got %v, want %v", d, a, err, want)
+			return fmt.Errorf("Grant(%d) with %d available, %d owed: got %v, want %v", d, a, debt, err, want)
 		}
-		if got, exp := p.raw.Available(), a+int64(d); (err == nil && got != exp) || (err != nil && got != a) {
-			return fmt.Errorf("Grant(%d) with %d available left %d", d, a, got)
+		if got, exp := p.raw.Available(), a+int64(d)-paid; (err == nil && got != exp) || (err != nil && got != a) {
+			return fmt.Errorf("Grant(%d) with %d available, %d owed left %d", d, a, debt, got)
+		}
+		if err == nil && p.raw.Debt() != debt-paid {
+			return fmt.Errorf("Grant(%d) with %d owed left %d owed", d, debt, p.raw.Debt())
 		}
 
 	case flowOpEnsure:

@@ -343,7 +343,7 @@ func (s *Session) finish(writeFailed bool) {
 		reason = truncText(serr.Err.Error(), 120)
 	}
 	closeBy := e.CloseBy()
-	s.mu.Unlock()
+	s.unlock()
 	if !writeFailed {
 		linger := time.Now().Add(min(closeLinger, s.cfg.CloseTimeout))
 		if closeBy > 0 {
@@ -360,7 +360,7 @@ func (s *Session) finish(writeFailed bool) {
 		s.mu.Lock()
 		s.lingering = true // a leader must not clear this deadline
 		_ = s.conn.SetReadDeadline(linger)
-		s.mu.Unlock()
+		s.unlock()
 		select {
 		case <-s.readerDone:
 		case <-time.After(time.Until(linger)):

@@ -152,7 +152,7 @@ func (s *Session) giveBack(st *Stream, failed bool) {
 // gives the token back; the reader goroutine then meets the error itself.
 func (s *Session) leadOnce() error {
 	s.peeking = true
-	s.mu.Unlock()
+	s.unlock()
 	err := s.wsc.Wait()
 	s.mu.Lock()
 	s.peeking = false
@@ -168,7 +168,7 @@ func (s *Session) leadOnce() error {
 	if err != nil {
 		return err
 	}
-	s.mu.Unlock()
+	s.unlock()
 	msg, err := s.wsc.ReadMessage()
 	s.mu.Lock()
 	if err != nil {
@@ -196,7 +196,7 @@ func (s *Session) handOff() {
 	st := s.leadWant
 	if s.leadFailed || st == nil || s.tok != tokReader || !s.canLead(st) || !st.rec.Lent() {
 		s.leadFailed = false
-		s.mu.Unlock()
+		s.unlock()
 		return
 	}
 	s.leadWant = nil
@@ -209,7 +209,7 @@ func (s *Session) handOff() {
 	s.tickDue = s.now() + period
 	s.tokTimer.Reset(period)
 	for s.tok != tokReader {
-		s.mu.Unlock()
+		s.unlock()
 		tick := false
 		select {
 		case <-s.tokCh:
@@ -238,7 +238,7 @@ func (s *Session) handOff() {
 		}
 	}
 	s.tokTimer.Stop()
-	s.mu.Unlock()
+	s.unlock()
 	select {
 	case <-s.tokCh: // stale
 	default:

@@ -156,7 +156,7 @@ func (s *Session) Open(ctx context.Context, h http.Header) (*Stream, error) {
 		return nil, ctx.Err()
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if st.rec.Accepted() {
 		return st, nil
 	}
@@ -287,7 +287,7 @@ func (s *Session) Ping(ctx context.Context) (time.Duration, error) {
 		return 0, ctx.Err()
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if err := e.Err(); err != nil {
 		return 0, err
 	}
@@ -345,7 +345,7 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // it (Code NO_ERROR and Err ErrSessionClosed after Close).
 func (s *Session) Err() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if err := s.e.Err(); err != nil {
 		return err
 	}
@@ -364,7 +364,7 @@ func (s *Session) SetIdleTimeout(d time.Duration) {
 // NumStreams returns the number of streams not yet ended both ways.
 func (s *Session) NumStreams() int {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.e.NumStreams()
 }
 

@@ -108,7 +108,7 @@ func (st *Stream) Session() *Session { return st.sess }
 // ACK arrives). The caller must not modify the map.
 func (st *Stream) Headers() http.Header {
 	st.sess.mu.Lock()
-	defer st.sess.mu.Unlock()
+	defer st.sess.unlock()
 	h := st.rec.Headers()
 	if h == nil {
 		return http.Header{}
@@ -122,7 +122,7 @@ func (st *Stream) Headers() http.Header {
 // closed when the session ends.
 func (st *Stream) Accepted() <-chan struct{} {
 	st.sess.mu.Lock()
-	defer st.sess.mu.Unlock()
+	defer st.sess.unlock()
 	return st.ackChan()
 }
 
@@ -133,7 +133,7 @@ func (st *Stream) Accepted() <-chan struct{} {
 func (st *Stream) SetInteractive(on bool) {
 	st.sess.mu.Lock()
 	st.sess.e.SetInteractive(&st.rec, on)
-	st.sess.mu.Unlock()
+	st.sess.unlock()
 }
 
 // LocalAddr returns the session's local address.
@@ -335,7 +335,7 @@ func (st *Stream) SetDeadline(t time.Time) error {
 	st.sess.mu.Lock()
 	st.signalRead() // waiters re-read the deadline channel
 	notify(st.wrCh)
-	st.sess.mu.Unlock()
+	st.sess.unlock()
 	return nil
 }
 
@@ -345,7 +345,7 @@ func (st *Stream) SetReadDeadline(t time.Time) error {
 	st.deadlines().rd.set(t)
 	st.sess.mu.Lock()
 	st.signalRead()
-	st.sess.mu.Unlock()
+	st.sess.unlock()
 	return nil
 }
 
@@ -356,7 +356,7 @@ func (st *Stream) SetWriteDeadline(t time.Time) error {
 	st.deadlines().wr.set(t)
 	st.sess.mu.Lock()
 	notify(st.wrCh)
-	st.sess.mu.Unlock()
+	st.sess.unlock()
 	return nil
 }
 

@@ -5,48 +5,14 @@ import (
 	"github.com/wsmux/wsmux/mux/internal/pool"
 )
 
-// sendCredit is the credit the peer granted us (a flow.Sender) plus a debt:
-// what we owe after the peer's SETTINGS lowered an initial window below the
-// default we assumed until then. Grants pay the debt first.
+// sendCredit is the credit the peer granted us (flow.Sender: grants,
+// and the debt a lowered initial window leaves).
 type sendCredit struct {
 	flow.Sender
-	debt int64
 }
 
 // avail returns the bytes that may be sent now.
 func (s *sendCredit) avail() int { return int(min(s.Available(), 1<<30)) }
-
-// grant applies a WINDOW_UPDATE delta.
-func (s *sendCredit) grant(delta uint32) error {
-	if s.debt > 0 {
-		paid := min(s.debt, int64(delta))
-		s.debt -= paid
-		delta -= uint32(paid)
-		if delta == 0 {
-			return nil
-		}
-	}
-	return s.Grant(delta)
-}
-
-// adjust moves the credit by delta (a change of the initial window).
-func (s *sendCredit) adjust(delta int64) error {
-	if delta >= 0 {
-		for delta > 0 {
-			d := min(delta, flow.MaxWindow)
-			if err := s.grant(uint32(d)); err != nil {
-				return err
-			}
-			delta -= d
-		}
-		return nil
-	}
-	owe := -delta
-	take := min(owe, s.Available())
-	s.Consume(int(take))
-	s.debt += owe - take
-	return nil
-}
 
 // chunkQueue is a FIFO of bytes held in pooled chunks of pool.ChunkSize: a
 // stream's receive buffer or send queue. Chunks are taken when bytes arrive

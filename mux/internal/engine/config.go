@@ -60,13 +60,12 @@ const (
 	agingInteractive  = 8                // bulk gets a frame after this many interactive frames
 	rttPingInterval   = 30 * time.Second
 
-	// Shared-connection window cap (docs/protocol-notes.md): once two
-	// streams receive DATA within shareGap of each other, for shareHold
-	// every stream's receive window is held to one bandwidth-delay product
-	// of a sharedRate path at the session's minimum RTT, and no less than
-	// sharedFloor. More credit than that only queues bytes in the socket
-	// buffers ahead of the other streams' frames. An RTT probe (PING)
-	// goes out every shareProbe meanwhile; the minimum RTT is the smallest
+	// Shared-connection window cap (flow.SharedCap, docs/protocol-notes.md):
+	// once two streams receive DATA within shareGap of each other, for
+	// shareHold every stream's receive window is held to one
+	// bandwidth-delay product of a sharedRate path at the session's
+	// minimum RTT, and no less than sharedFloor. An RTT probe (PING) goes
+	// out every shareProbe meanwhile; the minimum RTT is the smallest
 	// sample of the session.
 	shareGap    = 100 * time.Millisecond
 	shareHold   = time.Second

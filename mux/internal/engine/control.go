@@ -4,7 +4,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/wsmux/wsmux/flow"
 	"github.com/wsmux/wsmux/frame"
 )
 
@@ -82,7 +81,7 @@ func (e *Engine) consumed(st *Stream, n int, now time.Duration) {
 		if st.rxq.Len() > 0 {
 			rtt = 0
 		}
-		st.rx.SetLimit(e.sharedCap(now))
+		st.rx.SetLimit(e.shared.Limit(now, e.minRTT))
 		e.queueStreamWU(st, st.rx.Consume(n, now, rtt))
 		if w := st.rx.Window(); w > before && w > e.largestWin {
 			e.largestWin = w
@@ -90,23 +89,4 @@ func (e *Engine) consumed(st *Stream, n int, now time.Duration) {
 		}
 	}
 	e.queueSessionWU(e.sessRecv.Consume(n, now, e.srtt))
-}
-
-// sharedCap is the receive window limit of every stream while streams
-// share the connection: one bandwidth-delay product of a sharedRate path at
-// the minimum RTT, at least sharedFloor; 0 (no limit) otherwise.
-func (e *Engine) sharedCap(now time.Duration) uint32 {
-	if now >= e.sharedUntil || e.minRTT <= 0 {
-		return 0
-	}
-	return uint32(min(max(sharedRate*e.minRTT.Seconds(), sharedFloor), flow.MaxWindow))
-}
-
-// noteData records DATA for stream id at now and notices when streams
-// share the connection.
-func (e *Engine) noteData(id uint32, now time.Duration) {
-	if e.lastDataID != id && e.lastDataID != 0 && now-e.lastDataAt < shareGap {
-		e.sharedUntil = now + shareHold
-	}
-	e.lastDataID, e.lastDataAt = id, now
 }

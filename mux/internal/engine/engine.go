@@ -77,10 +77,8 @@ type Engine struct {
 	pingSentAt                       time.Duration
 	lastPingAt                       time.Duration
 	srtt, lastRTT                    time.Duration
-	minRTT                           time.Duration // smallest RTT sample (0: none yet)
-	lastDataID                       uint32        // the stream the last DATA was for...
-	lastDataAt                       time.Duration // ...and when
-	sharedUntil                      time.Duration // streams share the connection until then (window cap)
+	minRTT                           time.Duration  // smallest RTT sample (0: none yet)
+	shared                           flow.SharedCap // the window cap while streams share the connection
 	pingTokens                       float64
 	pingTokensAt                     time.Duration
 	youngResets, useless             rateCounter
@@ -147,6 +145,7 @@ func New(cfg Config, client bool, stats *Counters, now time.Duration) *Engine {
 	e.sessRecv.Init(flow.ReceiverConfig{Initial: uint32(cfg.InitialSessionWindow), Max: uint32(cfg.MaxSessionWindow)})
 	e.sessSend.Init(e.peerSessWin)
 	e.largestWin = uint32(cfg.InitialStreamWindow)
+	e.shared = flow.SharedCap{Gap: shareGap, Hold: shareHold, Rate: sharedRate, Floor: sharedFloor}
 	e.lastRecv, e.lastSend, e.lastActivity = now, now, now
 	e.idleTimeout = cfg.IdleTimeout
 	e.settingsBy = now + cfg.SettingsTimeout

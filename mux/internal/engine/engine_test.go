@@ -172,18 +172,18 @@ func TestCoreSharedWindowCap(t *testing.T) {
 	}
 	move(a, 32<<20, 0)
 	require.Greater(t, a.rx.Window(), uint32(DefaultInitialStreamWindow), "alone, the window grows")
-	require.Zero(t, c.sharedCap(0))
+	require.Zero(t, c.shared.Limit(0, c.minRTT))
 
 	now := 10 * time.Millisecond
 	move(b, 10, now) // another stream within shareGap of a's DATA
-	require.EqualValues(t, sharedFloor, c.sharedCap(now))
+	require.EqualValues(t, sharedFloor, c.shared.Limit(now, c.minRTT))
 	move(a, 32<<20, now)
 	require.EqualValues(t, sharedFloor, a.rx.Window(), "shared, the window shrinks to the cap")
 	require.LessOrEqual(t, a.rx.Outstanding(), int64(sharedFloor))
 
 	now += shareHold + time.Millisecond
 	move(a, 32<<20, now)
-	require.Zero(t, c.sharedCap(now))
+	require.Zero(t, c.shared.Limit(now, c.minRTT))
 	require.Greater(t, a.rx.Window(), uint32(DefaultInitialStreamWindow), "alone again, it grows again")
 }
 

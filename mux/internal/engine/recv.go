@@ -2,7 +2,6 @@ package engine
 
 import (
 	"errors"
-	"net/http"
 	"time"
 
 	"github.com/wsmux/wsmux/frame"
@@ -100,7 +99,7 @@ func (e *Engine) applySettings(p []byte) {
 		e.emit(EvCredit)
 	}
 	if v, ok := s.Get(frame.SettingInitialSessionWindow); ok {
-		if err := e.sessSend.adjust(int64(v) - int64(e.peerSessWin)); err != nil {
+		if err := e.sessSend.Adjust(int64(v) - int64(e.peerSessWin)); err != nil {
 			e.fail(frame.FlowControlError, err)
 			return
 		}
@@ -111,7 +110,7 @@ func (e *Engine) applySettings(p []byte) {
 		// No DATA was sent before SETTINGS arrived, so a smaller window
 		// only leaves a debt.
 		for _, st := range e.streams {
-			if err := st.tx.adjust(int64(v) - int64(e.peerStreamWin)); err != nil {
+			if err := st.tx.Adjust(int64(v) - int64(e.peerStreamWin)); err != nil {
 				e.fail(frame.FlowControlError, err)
 				return
 			}
@@ -172,7 +171,7 @@ func (e *Engine) onData(f *frame.Frame, now time.Duration) {
 			e.fail(frame.FlowControlError, err)
 			return
 		}
-		e.noteData(st.id, now)
+		e.shared.Note(st.id, now)
 		data := f.Payload
 		if b := st.rdBuf; len(b) < cap(b) && st.rxq.Len() == 0 {
 			// A Read waits with its buffer: copy straight into it.
@@ -226,7 +225,7 @@ func (e *Engine) onHeaders(f *frame.Frame, now time.Duration) {
 		}
 		st.ackImplied = false
 		if len(f.Payload) > 0 {
-			h := make(http.Header)
+			h := make(map[string][]string)
 			if err := frame.DecodeHeaderBlock(f.Payload, &e.lim.Block, h); err != nil {
 				e.failFrame(err)
 				return
@@ -279,7 +278,7 @@ func (e *Engine) onSyn(f *frame.Frame, now time.Duration) {
 		}
 		return
 	}
-	h := make(http.Header)
+	h := make(map[string][]string)
 	if err := frame.DecodeHeaderBlock(f.Payload, &e.lim.Block, h); err != nil {
 		e.failFrame(err)
 		return
@@ -300,7 +299,7 @@ func (e *Engine) onSyn(f *frame.Frame, now time.Duration) {
 
 func (e *Engine) onWindowUpdate(f *frame.Frame, now time.Duration) {
 	if f.StreamID == 0 {
-		if err := e.sessSend.grant(f.Arg); err != nil {
+		if err := e.sessSend.Grant(f.Arg); err != nil {
 			e.fail(frame.FlowControlError, err)
 			return
 		}
@@ -317,7 +316,7 @@ func (e *Engine) onWindowUpdate(f *frame.Frame, now time.Duration) {
 	if st == nil {
 		return
 	}
-	if err := st.tx.grant(f.Arg); err != nil {
+	if err := st.tx.Grant(f.Arg); err != nil {
 		e.fail(frame.FlowControlError, err)
 		return
 	}
@@ -464,9 +463,9 @@ func (e *Engine) feedFlushing(msg []byte) {
 			continue
 		}
 		if f.StreamID == 0 {
-			_ = e.sessSend.grant(f.Arg)
+			_ = e.sessSend.Grant(f.Arg)
 		} else if st, ok := e.streams[f.StreamID]; ok {
-			_ = st.tx.grant(f.Arg)
+			_ = st.tx.Grant(f.Arg)
 			e.link(st)
 		}
 	}

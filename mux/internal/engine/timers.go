@@ -72,7 +72,7 @@ func (e *Engine) Tick(now time.Duration) {
 	if e.gotSettings && now-e.lastPingAt >= rttPingInterval && now-e.lastActivity < rttPingInterval {
 		e.sendPing(now) // RTT sample for window auto-tuning while data flows
 	}
-	if e.gotSettings && now < e.sharedUntil && now-e.lastPingAt >= shareProbe {
+	if e.gotSettings && e.shared.Shared(now) && now-e.lastPingAt >= shareProbe {
 		e.sendPing(now) // minimum-RTT sample for the shared-connection cap
 	}
 	if e.pingWanted {

@@ -1,0 +1,47 @@
+package flow
+
+import "time"
+
+// SharedCap notices when several streams receive data over one connection
+// at once and caps every stream's receive window meanwhile (Receiver.SetLimit).
+// More credit than one bandwidth-delay product only queues a stream's bytes
+// in the socket buffers ahead of the other streams' frames: head-of-line
+// latency for them, no throughput for it.
+//
+// Streams share the connection once DATA for two different streams
+// arrives within Gap of each other, and go on sharing it for Hold after
+// the last such pair. The cap is the bandwidth-delay product of a Rate
+// (bytes per second) path at the connection's minimum RTT, at least Floor.
+// Set the four fields before use; the zero value never caps.
+//
+// SharedCap is not safe for concurrent use: the caller synchronises.
+type SharedCap struct {
+	Gap, Hold time.Duration
+	Rate      float64 // bytes per second
+	Floor     uint32
+
+	lastID uint32        // the stream the last DATA was for...
+	lastAt time.Duration // ...and when
+	until  time.Duration // streams share the connection until then
+}
+
+// Note records DATA for stream id (non-zero) at now.
+func (s *SharedCap) Note(id uint32, now time.Duration) {
+	if s.lastID != id && s.lastID != 0 && now-s.lastAt < s.Gap {
+		s.until = now + s.Hold
+	}
+	s.lastID, s.lastAt = id, now
+}
+
+// Shared reports whether streams share the connection at now.
+func (s *SharedCap) Shared(now time.Duration) bool { return now < s.until }
+
+// Limit returns the window limit of every stream at now, given the
+// connection's minimum RTT (0: not measured yet): the cap while streams
+// share the connection, else 0 (no limit).
+func (s *SharedCap) Limit(now, minRTT time.Duration) uint32 {
+	if !s.Shared(now) || minRTT <= 0 {
+		return 0
+	}
+	return uint32(min(max(s.Rate*minRTT.Seconds(), float64(s.Floor)), MaxWindow))
+}
