@@ -226,9 +226,8 @@ func (s *session) next() error {
 	}
 	if len(out) > 0 && !s.quiet {
 		s.noteSent(out)
-		if err := s.sendMsg(out); err != nil {
-			return s.w.end(err)
-		}
+		_ = s.sendMsg(out) // a failed write shows on the next read, with the peer's close
+
 	}
 	return nil
 }
