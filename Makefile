@@ -10,12 +10,18 @@ export WSMUX_SOAK
 
 .PHONY: test vet fmt-check lint bench bench-go fuzz fuzz-seeds fuzz-long fuzz-ci fuzz-vet
 
-## test: vet, gofmt check, race-enabled tests (fuzz seed corpora run as tests), then
+# The packages whose tests drive sessions: make test runs them once more with the reference
+# driver (mux.DriverGoroutines) in place of the default fast paths.
+DRIVERPKGS := ./mux/... ./fuzz/... ./adapters/... ./cmd/wsmux/internal/wireconf/...
+
+## test: vet, gofmt check, race-enabled tests (fuzz seed corpora run as tests), the session
+## tests again on the reference driver (WSMUX_DRIVER=goroutines), then
 ## without -race: the allocation tests (the race runtime makes sync.Pool drop items) and
 ## the full-size integrity and slow-reader tests (256 x 4 MiB, 64 MiB), which -race slows
 ## past the time budget and so runs at reduced sizes.
 test: vet fmt-check
 	$(GO) test -race -count=1 -timeout 14m $(PKGS)
+	WSMUX_DRIVER=goroutines $(GO) test -race -count=1 -timeout 10m $(DRIVERPKGS)
 	$(GO) test -count=1 -timeout 5m -run 'Alloc|Integrity|SlowReader' $(PKGS)
 
 vet:

@@ -24,6 +24,15 @@ func tcpPair(t testing.TB, ccfg, scfg *Config) (*Session, *Session) {
 	return cs, ss
 }
 
+// fastPaths returns a copy of cfg (nil: the defaults) that asks for
+// DriverFastPaths, for tests of the fast paths themselves, which must run
+// whatever driver WSMUX_DRIVER selects for the rest.
+func fastPaths(cfg *Config) *Config {
+	c := cfg.withDefaults()
+	c.Driver = DriverFastPaths
+	return c
+}
+
 // openPair opens a stream from a and accepts it on b.
 func openPair(t testing.TB, a, b *Session) (*Stream, *Stream) {
 	t.Helper()

@@ -104,6 +104,11 @@ type Config struct {
 	// Logger, when set, receives session-level events (protocol errors,
 	// timeouts). The library never logs otherwise.
 	Logger *slog.Logger
+	// Driver selects which goroutines move bytes between the connection
+	// and the streams (every driver runs the same protocol engine). The
+	// default is DriverFastPaths, or what the WSMUX_DRIVER environment
+	// variable names ("fastpaths", "goroutines"), read once.
+	Driver Driver
 }
 
 // Default values of Config.
@@ -240,6 +245,8 @@ func (c *Config) Validate() error {
 		return errors.New("mux: negative send buffer")
 	case n.MaxBatch < 4<<10:
 		return errors.New("mux: MaxBatch below 4 KiB")
+	case n.Driver > DriverGoroutines:
+		return fmt.Errorf("mux: unknown Driver %d", n.Driver)
 	case n.HandlerConcurrency < 0:
 		return errors.New("mux: negative HandlerConcurrency")
 	}

@@ -292,7 +292,7 @@ const directWriteMax = 4 << 10
 // writes the batch itself; otherwise it wakes the writer.
 func (s *Session) kick(n int) {
 	e := s.e
-	if n > directWriteMax || !s.writerParked.Load() || !e.Ready() ||
+	if !s.directWrites || n > directWriteMax || !s.writerParked.Load() || !e.Ready() ||
 		s.wsc.ControlPending() || !s.sendMu.TryLock() {
 		s.wakeWriter()
 		s.unlock()

@@ -24,7 +24,7 @@ import (
 func TestDirectReadOrder(t *testing.T) {
 	for _, rbuf := range []int{1, 7, 4 << 10, 64 << 10} {
 		t.Run("", func(t *testing.T) {
-			cs, ss := tcpPair(t, nil, nil)
+			cs, ss := tcpPair(t, fastPaths(nil), fastPaths(nil))
 			a, b := openPair(t, cs, ss)
 			data := make([]byte, 3<<20)
 			if rbuf == 1 {
@@ -59,7 +59,7 @@ func TestDirectReadOrder(t *testing.T) {
 // TestDirectReadConcurrentReaders has two goroutines read one stream at
 // once: only one of them lends its buffer, and no byte is lost or doubled.
 func TestDirectReadConcurrentReaders(t *testing.T) {
-	cs, ss := tcpPair(t, nil, nil)
+	cs, ss := tcpPair(t, fastPaths(nil), fastPaths(nil))
 	a, b := openPair(t, cs, ss)
 	const size = 2 << 20
 	data := bytes.Repeat([]byte{1}, size)
@@ -127,7 +127,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestDirectReadDroppedIsCredited(t *testing.T) {
 	for _, drop := range []string{"CloseRead", "Reset"} {
 		t.Run(drop, func(t *testing.T) {
-			cs, ss := tcpPair(t, nil, nil)
+			cs, ss := tcpPair(t, fastPaths(nil), fastPaths(nil))
 			a, b := openPair(t, cs, ss)
 			got := lendBuffer(b, make([]byte, 100))
 			_, err := a.Write(make([]byte, 1000))
@@ -162,7 +162,7 @@ func TestDirectReadDroppedIsCredited(t *testing.T) {
 // Whether the Read takes them before the deadline is set is a race, so the
 // case runs several times.
 func TestDirectReadReturnedAfterDeadline(t *testing.T) {
-	cs, ss := tcpPair(t, nil, nil)
+	cs, ss := tcpPair(t, fastPaths(nil), fastPaths(nil))
 	for i := range 20 {
 		a, b := openPair(t, cs, ss)
 		res := make(chan int, 1)
@@ -202,7 +202,7 @@ func TestDirectReadReturnedAfterDeadline(t *testing.T) {
 // TestSmallWritesManyStreams runs small writes (the direct-write path) on
 // many streams at once beside a bulk stream and checks every byte.
 func TestSmallWritesManyStreams(t *testing.T) {
-	cs, ss := tcpPair(t, nil, nil)
+	cs, ss := tcpPair(t, fastPaths(nil), fastPaths(nil))
 	go echoServer(ss)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -225,9 +225,9 @@ func TestSmallWritesManyStreams(t *testing.T) {
 // of it, and no goroutine is left (TestMain checks).
 func TestDirectWriteFailureEndsSession(t *testing.T) {
 	a, b := net.Pipe()
-	cs, err := Client(a, nil)
+	cs, err := Client(a, fastPaths(nil))
 	require.NoError(t, err)
-	ss, err := Server(b, nil)
+	ss, err := Server(b, fastPaths(nil))
 	require.NoError(t, err)
 	defer ss.Close()
 	defer cs.Close()

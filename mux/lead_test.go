@@ -258,7 +258,7 @@ func TestLeaderFreeTokenComesBack(t *testing.T) {
 		}()
 		return nil
 	}}
-	cs, ss := tcpPair(t, nil, scfg)
+	cs, ss := tcpPair(t, fastPaths(nil), fastPaths(scfg))
 	for i := range 3 {
 		st, err := cs.Open(context.Background(), nil)
 		require.NoError(t, err, "open %d", i)
@@ -279,7 +279,7 @@ func TestLeaderFreeTokenComesBack(t *testing.T) {
 // like a failure of the reader goroutine; nothing is left running.
 func TestLeaderReadFails(t *testing.T) {
 	conn, raw := tcpConns(t)
-	cs, err := Client(conn, nil)
+	cs, err := Client(conn, fastPaths(nil))
 	require.NoError(t, err)
 	defer cs.Close()
 	peer := newRawPeer(t, raw, false)
@@ -330,7 +330,7 @@ var leaderTransports = []string{"tcp", "tls"}
 func leaderPair(t testing.TB, transport string, ccfg, scfg *Config) (*Session, *Session) {
 	t.Helper()
 	if transport == "tcp" {
-		return tcpPair(t, ccfg, scfg)
+		return tcpPair(t, fastPaths(ccfg), fastPaths(scfg))
 	}
 	a, b := tcpConns(t)
 	cert := selfSigned(t)
@@ -342,9 +342,9 @@ func leaderPair(t testing.TB, transport string, ccfg, scfg *Config) (*Session, *
 	go func() { errc <- ts.Handshake() }()
 	require.NoError(t, tc.Handshake())
 	require.NoError(t, <-errc)
-	cs, err := Client(tc, ccfg)
+	cs, err := Client(tc, fastPaths(ccfg))
 	require.NoError(t, err)
-	ss, err := Server(ts, scfg)
+	ss, err := Server(ts, fastPaths(scfg))
 	require.NoError(t, err)
 	require.True(t, cs.leadOK && ss.leadOK, "leader reads are used over TLS")
 	require.False(t, cs.e.Splicing(), "no splicing over TLS")
@@ -379,7 +379,7 @@ func selfSigned(t testing.TB) tls.Certificate {
 // checks, not one a millisecond; once that Read returns and leaves the token
 // free, the reader goroutine takes it back within a few milliseconds.
 func TestLeaderIdleChecksBackOff(t *testing.T) {
-	cs, ss := tcpPair(t, nil, nil)
+	cs, ss := tcpPair(t, fastPaths(nil), fastPaths(nil))
 	st, peer := openPair(t, cs, ss)
 	got := make(chan error, 1)
 	go func() {

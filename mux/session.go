@@ -20,8 +20,10 @@ import (
 // methods are safe for concurrent use.
 //
 // A session runs two goroutines: a reader (WebSocket messages into the
-// session state) and a writer (batches of frames out, timers). Handler
-// calls run on a bounded pool of further goroutines.
+// session's engine) and a writer (batches of frames out, timers); with
+// DriverFastPaths, Reads and small Writes also use the connection
+// themselves (Config.Driver). Handler calls run on a bounded pool of
+// further goroutines.
 type Session struct {
 	cfg   *Config
 	conn  net.Conn
@@ -46,6 +48,7 @@ type Session struct {
 	// goroutine, or a Write that sends its own small batch while the
 	// writer is parked (directWrite). Lock order: sendMu before mu.
 	sendMu       sync.Mutex
+	directWrites bool             // the driver lets small Writes send their own batch (kick)
 	writerParked atomic.Bool      // the writer waits for work (set before it releases sendMu)
 	wdl          time.Time        // write deadline in force (sendMu)
 	directErr    error            // a direct write failed; the writer handles it (sendMu)
@@ -98,11 +101,13 @@ func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Ses
 	s.acceptCh = make(chan struct{}, 1)
 	s.creditCh = make(chan struct{}, 1)
 	s.deadCh = make(chan struct{})
+	fast := cfg.Driver.resolve() == DriverFastPaths
 	ecfg := cfg.engineConfig()
-	ecfg.Splice = wsio.Vectored(conn)
+	ecfg.Splice = fast && wsio.Vectored(conn)
 	ecfg.NewStream = s.newStream
 	s.e = engine.New(ecfg, client, &s.stats, 0)
-	s.leadOK = wsio.Interruptible(conn)
+	s.leadOK = fast && wsio.Interruptible(conn)
+	s.directWrites = fast
 	s.tokCh = make(chan struct{}, 1)
 	s.tokTimer = time.NewTimer(time.Hour)
 	s.tokTimer.Stop()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Enforces the layering of README.md's Layout table: frame and flow import nothing of the project,
-# mux never reaches Kubernetes or the adapters.
+# mux never reaches Kubernetes or the adapters; the session engine (mux/internal/engine) knows no
+# sockets (net), no goroutines and no clock of its own, and imports nothing of mux above it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=$(go list -m)
@@ -12,5 +13,12 @@ done
 if [ -d mux ]; then
   bad=$(go list -deps ./mux/... | grep -E '^k8s\.io/|/adapters/' || true)
   if [ -n "$bad" ]; then echo "layering: mux reaches $bad"; fail=1; fi
+fi
+if [ -d mux/internal/engine ]; then
+  bad=$(go list -deps ./mux/internal/engine | grep -E "^(net|os/exec|github.com/gobwas/.*|$mod/mux|$mod/mux/internal/wsio)\$" || true)
+  if [ -n "$bad" ]; then echo "layering: the engine imports $bad"; fail=1; fi
+  bad=$(grep -nE '\bgo (func|[A-Za-z_.]+\()|time\.(Now|Since|Until|After|AfterFunc|NewTimer|NewTicker|Sleep|Tick)\(' \
+    $(ls mux/internal/engine/*.go | grep -v _test.go) || true)
+  if [ -n "$bad" ]; then echo "layering: the engine starts goroutines or reads the clock:"; echo "$bad"; fail=1; fi
 fi
 exit $fail

@@ -1,0 +1,63 @@
+package mux
+
+import (
+	"os"
+	"sync"
+)
+
+// Driver selects how a Session moves bytes between its connection and its
+// streams. Every driver runs the same protocol engine (the session state
+// machine) behind the same seam: the engine is called only under the
+// session's lock, and its events are dispatched before the lock is
+// released. They differ in which goroutines call it.
+type Driver uint8
+
+const (
+	// DriverDefault is DriverFastPaths unless the WSMUX_DRIVER
+	// environment variable names another driver.
+	DriverDefault Driver = iota
+	// DriverFastPaths is DriverGoroutines plus three fast paths, each
+	// used where the connection allows it: a Read that waits reads the
+	// connection itself (leader reads, on TCP and Unix sockets and TLS
+	// over them: no goroutine handoff between the socket and the
+	// application); a Write of at most 4 KiB that finds the writer
+	// goroutine parked writes its own batch; DATA goes out from its send
+	// chunks with one writev instead of being copied into the batch (TCP
+	// and Unix sockets).
+	DriverFastPaths
+	// DriverGoroutines is the reference driver: one reader goroutine
+	// feeds every received message to the engine, one writer goroutine
+	// writes every batch and runs the timers; nothing else touches the
+	// connection.
+	DriverGoroutines
+)
+
+// String returns the driver's name as WSMUX_DRIVER spells it.
+func (d Driver) String() string {
+	switch d {
+	case DriverDefault:
+		return "default"
+	case DriverFastPaths:
+		return "fastpaths"
+	case DriverGoroutines:
+		return "goroutines"
+	}
+	return "unknown"
+}
+
+// envDriver is the driver WSMUX_DRIVER names (DriverFastPaths when unset
+// or unknown).
+var envDriver = sync.OnceValue(func() Driver {
+	if os.Getenv("WSMUX_DRIVER") == DriverGoroutines.String() {
+		return DriverGoroutines
+	}
+	return DriverFastPaths
+})
+
+// resolve returns the driver d stands for.
+func (d Driver) resolve() Driver {
+	if d == DriverDefault {
+		return envDriver()
+	}
+	return d
+}
