@@ -116,6 +116,9 @@ type SendData struct {
 	Stream json.RawMessage `json:"stream"`
 	Len    json.RawMessage `json:"len"`
 	Fin    bool            `json:"fin,omitempty"`
+	// SessionOnly heeds only the session credit: for DATA on a stream the
+	// peer has closed, which it must discard and credit back.
+	SessionOnly bool `json:"session_only,omitempty"`
 }
 
 // Match selects a received frame. Unset fields match anything; Flags

@@ -253,6 +253,9 @@ func (s *session) apply(f *frame.Frame) error {
 		}
 		return nil
 	}
+	if s.goaway != nil && s.goaway.Code() != frame.NoError {
+		return &violation{"9.5", fmt.Sprintf("the peer sent %s after its GOAWAY %s", f.Type, s.goaway.Code())}
+	}
 	switch f.Type {
 	case frame.TypeSettings:
 		return &violation{"6.1", "the peer sent a second SETTINGS"}

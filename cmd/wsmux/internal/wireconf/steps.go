@@ -184,7 +184,10 @@ func (s *session) doSendData(sd *SendData) error {
 	left := int(n)
 	chunk := min(int(s.peerSetting(frame.SettingMaxMessageSize))/2, 256<<10)
 	for left > 0 {
-		avail := min(int64(left), s.sendStream[id], s.sendSess, int64(chunk))
+		avail := min(int64(left), s.sendSess, int64(chunk))
+		if !sd.SessionOnly {
+			avail = min(avail, s.sendStream[id])
+		}
 		if avail <= 0 {
 			// Out of credit: the peer must return some as its application
 			// reads (an echo reads everything).
