@@ -3,10 +3,10 @@ package flow_test
 import (
 	"testing"
 
-	"github.com/wsmux/wsmux/fuzz"
+	"github.com/wsmux/wsmux/fuzz/flowfuzz"
 )
 
-// Seed programs for FuzzFlow; see fuzz.FlowProgram for the encoding. The
+// Seed programs for FuzzFlow; see flowfuzz.FlowProgram for the encoding. The
 // header is: budget selector, raw sender window, receiver initial window,
 // maximum selector; then one opcode and its operands per operation.
 var flowSeeds = [][]byte{
@@ -64,13 +64,13 @@ var flowSeeds = [][]byte{
 }
 
 // FuzzFlow runs random programs of flow-control operations through
-// fuzz.FlowProgram, which checks the credit invariants after every step.
+// flowfuzz.FlowProgram, which checks the credit invariants after every step.
 func FuzzFlow(f *testing.F) {
 	for _, s := range flowSeeds {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if err := fuzz.FlowProgram(data); err != nil {
+		if err := flowfuzz.FlowProgram(data); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -79,7 +79,7 @@ func FuzzFlow(f *testing.F) {
 // TestFlowSeeds makes sure the seeds run cleanly and exercise growth.
 func TestFlowSeeds(t *testing.T) {
 	for i, s := range flowSeeds {
-		if err := fuzz.FlowProgram(s); err != nil {
+		if err := flowfuzz.FlowProgram(s); err != nil {
 			t.Errorf("seed %d: %v", i, err)
 		}
 	}

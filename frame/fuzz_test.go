@@ -13,17 +13,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wsmux/wsmux/frame"
-	"github.com/wsmux/wsmux/fuzz"
+	"github.com/wsmux/wsmux/fuzz/framefuzz"
 )
 
-// The native fuzz targets; the harness bodies live in package fuzz, shared
-// with go-fuzz (fuzz/gofuzz_frame.go). Seeds: testdata/fuzz/<Target>/.
+// The native fuzz targets; the harness bodies live in package
+// fuzz/framefuzz, which imports only frame (so these tests do not build
+// mux), shared with go-fuzz (fuzz/gofuzz_frame.go). Seeds:
+// testdata/fuzz/<Target>/.
 //
 //	go test -run='^$' -fuzz='^FuzzDecodeFrame$' -fuzztime=60s ./frame/
 
 func FuzzDecodeFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if err := fuzz.DecodeFrame(data); err != nil {
+		if err := framefuzz.DecodeFrame(data); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -31,7 +33,7 @@ func FuzzDecodeFrame(f *testing.F) {
 
 func FuzzDecodeMessage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if err := fuzz.DecodeMessage(data); err != nil {
+		if err := framefuzz.DecodeMessage(data); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -39,7 +41,7 @@ func FuzzDecodeMessage(f *testing.F) {
 
 func FuzzHeaderBlock(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if err := fuzz.HeaderBlock(data); err != nil {
+		if err := framefuzz.HeaderBlock(data); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -155,9 +157,9 @@ func TestSeedCorpus(t *testing.T) {
 	lim := frame.DefaultLimits()
 	types := map[frame.Type]bool{}
 	harness := map[string]func([]byte) error{
-		"FuzzDecodeFrame":   fuzz.DecodeFrame,
-		"FuzzDecodeMessage": fuzz.DecodeMessage,
-		"FuzzHeaderBlock":   fuzz.HeaderBlock,
+		"FuzzDecodeFrame":   framefuzz.DecodeFrame,
+		"FuzzDecodeMessage": framefuzz.DecodeMessage,
+		"FuzzHeaderBlock":   framefuzz.HeaderBlock,
 	}
 	for target, seeds := range corpora {
 		for _, s := range seeds {

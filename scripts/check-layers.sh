@@ -21,4 +21,10 @@ if [ -d mux/internal/engine ]; then
     $(ls mux/internal/engine/*.go | grep -v _test.go) || true)
   if [ -n "$bad" ]; then echo "layering: the engine starts goroutines or reads the clock:"; echo "$bad"; fail=1; fi
 fi
+# frame's and flow's tests build neither mux nor the session harnesses (package fuzz): their fuzz
+# targets use the subpackages fuzz/framefuzz and fuzz/flowfuzz, which import only frame or flow.
+for p in frame flow; do
+  bad=$(go list -deps -test "./$p/" | grep -E "^$mod/(mux|fuzz)(/| |\$)" | grep -vE "^$mod/fuzz/${p}fuzz( |\$)" || true)
+  if [ -n "$bad" ]; then echo "layering: $p's tests build $bad"; fail=1; fi
+done
 exit $fail
