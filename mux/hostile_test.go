@@ -333,7 +333,7 @@ func TestHostileNeverGrants(t *testing.T) {
 
 		// One minute into the stall the peer grants 1 KiB: it goes out,
 		// the session window is zero again, and the clock restarts.
-		time.Sleep(time.Minute - time.Since(stallStart))
+		elapse(time.Minute - time.Since(stallStart))
 		require.NoError(t, cs.Err())
 		require.NoError(t, peer.send(appendOK(frame.AppendWindowUpdate(nil, 0, 1<<10))))
 		grant := time.Now()
@@ -372,7 +372,7 @@ func TestStallTimeoutOff(t *testing.T) {
 		st, err := cs.OpenEarly(nil)
 		require.NoError(t, err)
 		require.Equal(t, DefaultInitialStreamWindow, writeTimesOut(t, st, make([]byte, 1<<20), time.Second), "16 KiB sent, the rest queued")
-		time.Sleep(10 * time.Minute)
+		elapse(10 * time.Minute)
 		require.NoError(t, cs.Err())
 		require.NoError(t, cs.Close())
 		<-wire
@@ -444,7 +444,7 @@ func TestHostileStopsMidFrame(t *testing.T) {
 		{name: "between fragments, WebSocket pings go on", start: append(wsFrame(false, ws.OpBinary, 12), frame.AppendPing(nil, false, 9)...),
 			more: func(conn net.Conn) {
 				for {
-					time.Sleep(5 * time.Second)
+					elapse(5 * time.Second)
 					if _, err := conn.Write(wsFrame(true, ws.OpPing, 0)); err != nil {
 						return
 					}
@@ -453,7 +453,7 @@ func TestHostileStopsMidFrame(t *testing.T) {
 		{name: "dribbling a byte a second", start: append(wsFrame(true, ws.OpBinary, len(data)), data[:1]...),
 			more: func(conn net.Conn) {
 				for _, c := range data[1:] {
-					time.Sleep(time.Second)
+					elapse(time.Second)
 					if _, err := conn.Write([]byte{c}); err != nil {
 						return
 					}
@@ -473,7 +473,7 @@ func TestHostileStopsMidFrame(t *testing.T) {
 				// no partial message.
 				_, err = b.Write(wsFrame(true, ws.OpPing, 0))
 				require.NoError(t, err)
-				time.Sleep(10 * time.Minute)
+				elapse(10 * time.Minute)
 				require.NoError(t, cs.Err())
 
 				start := time.Now()
@@ -517,7 +517,7 @@ func TestReadTimeoutOff(t *testing.T) {
 		require.NoError(t, peer.send(settingsMsg()))
 		_, err = b.Write([]byte{0x82}) // a message's first byte, and no more
 		require.NoError(t, err)
-		time.Sleep(time.Hour)
+		elapse(time.Hour)
 		require.NoError(t, cs.Err())
 		start := time.Now()
 		require.NoError(t, cs.Close())

@@ -159,4 +159,10 @@ func TestEchoPipe(t *testing.T) {
 }
 
 var _ = frame.NoError
-var _ = time.Second
+
+// elapse lets d of fake time pass; only inside a testing/synctest bubble,
+// where the clock moves only once every goroutine of the bubble is durably
+// blocked, so what follows sees everything that d of quiet brings about
+// (timers fired, their effects done). Outside a bubble it would wait on the
+// real clock: mux tests never call it there.
+func elapse(d time.Duration) { <-time.After(d) }

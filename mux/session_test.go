@@ -29,65 +29,73 @@ func acceptOne(s *Session) <-chan *Stream {
 }
 
 func TestResetAfterData(t *testing.T) {
-	cs, ss := pipePair(t, nil, nil)
-	acc := acceptOne(ss)
-	st, err := cs.Open(context.Background(), nil)
-	require.NoError(t, err)
-	peer := <-acc
-	require.NotNil(t, peer)
+	synctest.Test(t, func(t *testing.T) {
+		cs, ss := pipePair(t, nil, nil)
+		acc := acceptOne(ss)
+		st, err := cs.Open(context.Background(), nil)
+		require.NoError(t, err)
+		peer := <-acc
+		require.NotNil(t, peer)
 
-	_, err = st.Write([]byte("tail of the output"))
-	require.NoError(t, err)
-	require.NoError(t, st.Reset(0x1001))
+		_, err = st.Write([]byte("tail of the output"))
+		require.NoError(t, err)
+		require.NoError(t, st.Reset(0x1001))
 
-	buf := make([]byte, 100)
-	var got []byte
-	var rerr error
-	for {
-		n, err := peer.Read(buf)
-		got = append(got, buf[:n]...)
-		if err != nil {
-			rerr = err
-			break
+		buf := make([]byte, 100)
+		var got []byte
+		var rerr error
+		for {
+			n, err := peer.Read(buf)
+			got = append(got, buf[:n]...)
+			if err != nil {
+				rerr = err
+				break
+			}
 		}
-	}
-	require.Equal(t, "tail of the output", string(got), "data sent before the reset is delivered first")
-	var se *StreamError
-	require.ErrorAs(t, rerr, &se)
-	require.Equal(t, frame.ErrorCode(0x1001), se.Code)
-	require.True(t, se.Remote)
-	_, err = peer.Write([]byte("x"))
-	require.ErrorAs(t, err, &se)
-	require.Equal(t, frame.ErrorCode(0x1001), se.Code)
+		require.Equal(t, "tail of the output", string(got), "data sent before the reset is delivered first")
+		var se *StreamError
+		require.ErrorAs(t, rerr, &se)
+		require.Equal(t, frame.ErrorCode(0x1001), se.Code)
+		require.True(t, se.Remote)
+		_, err = peer.Write([]byte("x"))
+		require.ErrorAs(t, err, &se)
+		require.Equal(t, frame.ErrorCode(0x1001), se.Code)
 
-	// Locally: Read and Write fail with the local code.
-	_, err = st.Write([]byte("x"))
-	require.ErrorAs(t, err, &se)
-	require.False(t, se.Remote)
-	require.Eventually(t, func() bool { return cs.NumStreams() == 0 && ss.NumStreams() == 0 }, 5*time.Second, time.Millisecond)
+		// Locally: Read and Write fail with the local code.
+		_, err = st.Write([]byte("x"))
+		require.ErrorAs(t, err, &se)
+		require.False(t, se.Remote)
+		synctest.Wait() // the RST/FIN exchange is done
+		require.Zero(t, cs.NumStreams())
+		require.Zero(t, ss.NumStreams())
+	})
 }
 
 func TestHalfClose(t *testing.T) {
-	cs, ss := pipePair(t, nil, nil)
-	acc := acceptOne(ss)
-	st, err := cs.Open(context.Background(), nil)
-	require.NoError(t, err)
-	peer := <-acc
-	_, err = st.Write([]byte("question"))
-	require.NoError(t, err)
-	require.NoError(t, st.Close())
-	_, err = st.Write([]byte("more"))
-	require.ErrorIs(t, err, ErrStreamClosed)
-	q, err := io.ReadAll(peer)
-	require.NoError(t, err)
-	require.Equal(t, "question", string(q))
-	_, err = peer.Write([]byte("answer"))
-	require.NoError(t, err)
-	require.NoError(t, peer.CloseWrite())
-	a, err := io.ReadAll(st)
-	require.NoError(t, err)
-	require.Equal(t, "answer", string(a))
-	require.Eventually(t, func() bool { return cs.NumStreams() == 0 && ss.NumStreams() == 0 }, 5*time.Second, time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		cs, ss := pipePair(t, nil, nil)
+		acc := acceptOne(ss)
+		st, err := cs.Open(context.Background(), nil)
+		require.NoError(t, err)
+		peer := <-acc
+		_, err = st.Write([]byte("question"))
+		require.NoError(t, err)
+		require.NoError(t, st.Close())
+		_, err = st.Write([]byte("more"))
+		require.ErrorIs(t, err, ErrStreamClosed)
+		q, err := io.ReadAll(peer)
+		require.NoError(t, err)
+		require.Equal(t, "question", string(q))
+		_, err = peer.Write([]byte("answer"))
+		require.NoError(t, err)
+		require.NoError(t, peer.CloseWrite())
+		a, err := io.ReadAll(st)
+		require.NoError(t, err)
+		require.Equal(t, "answer", string(a))
+		synctest.Wait() // the RST/FIN exchange is done
+		require.Zero(t, cs.NumStreams())
+		require.Zero(t, ss.NumStreams())
+	})
 }
 
 func TestDeadlines(t *testing.T) {
@@ -187,65 +195,63 @@ func TestOpenEarlyRejected(t *testing.T) {
 }
 
 func TestGoAway(t *testing.T) {
-	cs, ss := pipePair(t, nil, nil)
-	acc := acceptOne(ss)
-	st, err := cs.Open(context.Background(), nil)
-	require.NoError(t, err)
-	peer := <-acc
+	synctest.Test(t, func(t *testing.T) {
+		cs, ss := pipePair(t, nil, nil)
+		acc := acceptOne(ss)
+		st, err := cs.Open(context.Background(), nil)
+		require.NoError(t, err)
+		peer := <-acc
 
-	require.NoError(t, ss.GoAway(frame.NoError))
-	_, err = ss.Open(context.Background(), nil)
-	require.ErrorIs(t, err, ErrGoAway)
-	require.Eventually(t, func() bool {
-		_, err := cs.OpenEarly(nil)
-		return errors.Is(err, ErrGoAway)
-	}, 5*time.Second, time.Millisecond)
+		require.NoError(t, ss.GoAway(frame.NoError))
+		_, err = ss.Open(context.Background(), nil)
+		require.ErrorIs(t, err, ErrGoAway)
+		synctest.Wait() // the GOAWAY reached the client
+		_, err = cs.OpenEarly(nil)
+		require.ErrorIs(t, err, ErrGoAway)
 
-	// The existing stream finishes both ways.
-	_, err = st.Write([]byte("still works"))
-	require.NoError(t, err)
-	require.NoError(t, st.Close())
-	got, err := io.ReadAll(peer)
-	require.NoError(t, err)
-	require.Equal(t, "still works", string(got))
-	_, err = peer.Write([]byte("reply"))
-	require.NoError(t, err)
-	require.NoError(t, peer.Close())
-	got, err = io.ReadAll(st)
-	require.NoError(t, err)
-	require.Equal(t, "reply", string(got))
+		// The existing stream finishes both ways.
+		_, err = st.Write([]byte("still works"))
+		require.NoError(t, err)
+		require.NoError(t, st.Close())
+		got, err := io.ReadAll(peer)
+		require.NoError(t, err)
+		require.Equal(t, "still works", string(got))
+		_, err = peer.Write([]byte("reply"))
+		require.NoError(t, err)
+		require.NoError(t, peer.Close())
+		got, err = io.ReadAll(st)
+		require.NoError(t, err)
+		require.Equal(t, "reply", string(got))
 
-	// Then the session closes by itself.
-	select {
-	case <-ss.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("session did not close after the drain")
-	}
-	<-cs.Done()
-	require.ErrorIs(t, ss.Err(), ErrSessionClosed)
+		// Then the session closes by itself.
+		<-ss.Done()
+		<-cs.Done()
+		require.ErrorIs(t, ss.Err(), ErrSessionClosed)
+	})
 }
 
 func TestCloseDeliversBufferedData(t *testing.T) {
-	cs, ss := pipePair(t, nil, nil)
-	acc := acceptOne(ss)
-	st, err := cs.Open(context.Background(), nil)
-	require.NoError(t, err)
-	peer := <-acc
-	_, err = peer.Write([]byte("exit status 0"))
-	require.NoError(t, err)
-	// Wait until the bytes arrived, then the server closes the session.
-	require.Eventually(t, func() bool {
+	synctest.Test(t, func(t *testing.T) {
+		cs, ss := pipePair(t, nil, nil)
+		acc := acceptOne(ss)
+		st, err := cs.Open(context.Background(), nil)
+		require.NoError(t, err)
+		peer := <-acc
+		_, err = peer.Write([]byte("exit status 0"))
+		require.NoError(t, err)
+		// Once the bytes arrived, the server closes the session.
+		synctest.Wait()
 		cs.mu.Lock()
-		defer cs.mu.Unlock()
-		return st.rec.Buffered() == len("exit status 0")
-	}, 5*time.Second, time.Millisecond)
-	require.NoError(t, ss.Close())
-	<-cs.Done()
-	got, err := io.ReadAll(st)
-	require.NoError(t, err, "a graceful close reads as EOF after the data")
-	require.Equal(t, "exit status 0", string(got))
-	_, err = cs.Open(context.Background(), nil)
-	require.ErrorIs(t, err, ErrSessionClosed)
+		require.Equal(t, len("exit status 0"), st.rec.Buffered())
+		cs.mu.Unlock()
+		require.NoError(t, ss.Close())
+		<-cs.Done()
+		got, err := io.ReadAll(st)
+		require.NoError(t, err, "a graceful close reads as EOF after the data")
+		require.Equal(t, "exit status 0", string(got))
+		_, err = cs.Open(context.Background(), nil)
+		require.ErrorIs(t, err, ErrSessionClosed)
+	})
 }
 
 func TestOpenFailsWhenSessionDies(t *testing.T) {
@@ -262,7 +268,7 @@ func TestOpenFailsWhenSessionDies(t *testing.T) {
 			_, err := cs.Open(context.Background(), nil)
 			errc <- err
 		}()
-		time.Sleep(time.Second)
+		elapse(time.Second)
 		synctest.Wait()
 		_ = b.Close()
 		err = <-errc
@@ -327,7 +333,7 @@ func TestKeepAliveDeadPeer(t *testing.T) {
 func TestKeepAliveKeepsSessionUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cs, ss := pipePair(t, nil, nil)
-		time.Sleep(5 * time.Minute)
+		elapse(5 * time.Minute)
 		require.NoError(t, cs.Err())
 		require.NoError(t, ss.Err())
 		cs.Close()
