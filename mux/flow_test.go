@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -65,27 +66,29 @@ func TestSlowReaderIsolation(t *testing.T) {
 // TestStreamCredit: the peer's MaxStreams bounds concurrent opens, and a
 // slot comes back only when a stream has ended both ways and was accepted.
 func TestStreamCredit(t *testing.T) {
-	cs, ss := pipePair(t, nil, &Config{MaxStreams: 2})
-	ctx := context.Background()
-	s1, p1 := openPair(t, cs, ss)
-	_, _ = openPair(t, cs, ss)
-	tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel()
-	_, err := cs.Open(tctx, nil)
-	require.Error(t, err, "third stream must wait for credit")
+	synctest.Test(t, func(t *testing.T) {
+		cs, ss := pipePair(t, nil, &Config{MaxStreams: 2})
+		ctx := context.Background()
+		s1, p1 := openPair(t, cs, ss)
+		_, _ = openPair(t, cs, ss)
+		tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond) // fake time: fires once all else is blocked
+		defer cancel()
+		_, err := cs.Open(tctx, nil)
+		require.ErrorIs(t, err, ErrTimeout, "third stream must wait for credit")
 
-	// End s1 both ways: the slot comes back.
-	require.NoError(t, s1.Close())
-	_, err = io.ReadAll(p1)
-	require.NoError(t, err)
-	require.NoError(t, p1.Close())
-	_, err = io.ReadAll(s1)
-	require.NoError(t, err)
-	acc := acceptOne(ss)
-	s3, err := cs.Open(ctx, nil)
-	require.NoError(t, err)
-	require.Equal(t, uint32(5), s3.ID())
-	require.NotNil(t, <-acc)
+		// End s1 both ways: the slot comes back.
+		require.NoError(t, s1.Close())
+		_, err = io.ReadAll(p1)
+		require.NoError(t, err)
+		require.NoError(t, p1.Close())
+		_, err = io.ReadAll(s1)
+		require.NoError(t, err)
+		acc := acceptOne(ss)
+		s3, err := cs.Open(ctx, nil)
+		require.NoError(t, err)
+		require.Equal(t, uint32(5), s3.ID())
+		require.NotNil(t, <-acc)
+	})
 }
 
 // TestAcceptBacklog: streams beyond the backlog are refused.
@@ -107,25 +110,29 @@ func TestAcceptBacklog(t *testing.T) {
 }
 
 func TestCloseRead(t *testing.T) {
-	cs, ss := pipePair(t, nil, nil)
-	st, peer := openPair(t, cs, ss)
-	require.NoError(t, st.CloseRead())
-	_, err := st.Read(make([]byte, 1))
-	require.ErrorIs(t, err, ErrStreamClosed)
-	// The peer's writes end with a *StreamError once STOP_SENDING lands.
-	var werr error
-	for i := 0; i < 1000 && werr == nil; i++ {
-		_, werr = peer.Write(make([]byte, 64<<10))
-	}
-	var se *StreamError
-	require.ErrorAs(t, werr, &se)
-	require.True(t, se.Remote)
-	// The other direction still works.
-	_, err = st.Write([]byte("still"))
-	require.NoError(t, err)
-	require.NoError(t, st.Close())
-	got, err := io.ReadAll(peer)
-	require.NoError(t, err)
-	require.Equal(t, "still", string(got))
-	require.Eventually(t, func() bool { return cs.NumStreams() == 0 && ss.NumStreams() == 0 }, 5*time.Second, time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		cs, ss := pipePair(t, nil, nil)
+		st, peer := openPair(t, cs, ss)
+		require.NoError(t, st.CloseRead())
+		_, err := st.Read(make([]byte, 1))
+		require.ErrorIs(t, err, ErrStreamClosed)
+		// The peer's writes end with a *StreamError once STOP_SENDING lands.
+		var werr error
+		for i := 0; i < 1000 && werr == nil; i++ {
+			_, werr = peer.Write(make([]byte, 64<<10))
+		}
+		var se *StreamError
+		require.ErrorAs(t, werr, &se)
+		require.True(t, se.Remote)
+		// The other direction still works.
+		_, err = st.Write([]byte("still"))
+		require.NoError(t, err)
+		require.NoError(t, st.Close())
+		got, err := io.ReadAll(peer)
+		require.NoError(t, err)
+		require.Equal(t, "still", string(got))
+		synctest.Wait() // the FIN exchange is done
+		require.Zero(t, cs.NumStreams())
+		require.Zero(t, ss.NumStreams())
+	})
 }
