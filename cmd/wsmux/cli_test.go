@@ -266,7 +266,8 @@ func TestBadInputs(t *testing.T) {
 // forwarder logged nothing, and both exited 0.
 func TestSecondSignalStopsAtOnce(t *testing.T) {
 	hold := make(chan struct{})
-	defer close(hold)
+	var release sync.Once
+	defer release.Do(func() { close(hold) })
 	target := testnet.Serve(t, func(c net.Conn) {
 		_, _ = c.Write([]byte("x"))
 		<-hold
@@ -300,8 +301,11 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	defer func() {
+		release.Do(func() { close(hold) }) // the targets first: the splices end
 		hs.Close()
-		srv.Metrics().Sessions.Drain(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Metrics().Sessions.Drain(ctx)
 		srv.Wait()
 	}()
 	local := freeAddr(t)
