@@ -239,6 +239,7 @@ func TestBadInputs(t *testing.T) {
 			before := dialled.Load()
 			code, out, errOut := invoke(context.Background(), nil, tc.args...)
 			all := out + errOut
+			t.Logf("exit %d:\n%s", code, all)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d; output:\n%s", code, tc.code, all)
 			}
