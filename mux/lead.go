@@ -71,6 +71,13 @@ const (
 // aLongTimeAgo is a read deadline that interrupts a Wait at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
+// leadHook lets tests wait for the token's moves instead of polling (s.mu
+// held): period 0 when a leader is about to wait on the socket, -1 when
+// the reader goroutine looks for a Read to hand the token to, -2 when a
+// goroutine is about to wait for the socket (reclaim), otherwise a check
+// of the reader goroutine that set the next one period from now.
+var leadHook = func(s *Session, period time.Duration) {}
+
 // canLead reports whether a Read of st may take the token (s.mu held).
 func (s *Session) canLead(st *Stream) bool {
 	return s.leadOK && s.e.Err() == nil && !s.lingering && !st.readDeadlineSet()
@@ -130,6 +137,7 @@ func (s *Session) reclaim() {
 		s.tok = tokReader
 		notify(s.tokCh)
 	}
+	leadHook(s, -2)
 }
 
 // giveBack returns the token of the leader st to the reader goroutine
@@ -152,6 +160,7 @@ func (s *Session) giveBack(st *Stream, failed bool) {
 // gives the token back; the reader goroutine then meets the error itself.
 func (s *Session) leadOnce() error {
 	s.peeking = true
+	leadHook(s, 0)
 	s.unlock()
 	err := s.wsc.Wait()
 	s.mu.Lock()
@@ -193,6 +202,7 @@ func (s *Session) interruptLeader() {
 // It is called only when no received bytes are buffered.
 func (s *Session) handOff() {
 	s.mu.Lock()
+	leadHook(s, -1)
 	st := s.leadWant
 	if s.leadFailed || st == nil || s.tok != tokReader || !s.canLead(st) || !st.rec.Lent() {
 		s.leadFailed = false
@@ -235,6 +245,7 @@ func (s *Session) handOff() {
 			gen = s.leadGen
 			s.tickDue = s.now() + period
 			s.tokTimer.Reset(period)
+			leadHook(s, period)
 		}
 	}
 	s.tokTimer.Stop()

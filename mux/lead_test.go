@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -25,23 +26,64 @@ import (
 
 // Leader reads (lead.go): a Read that waits reads the socket itself.
 
-// waitLocked polls cond (under s.mu) until it holds or 10 s pass.
-func waitLocked(t *testing.T, s *Session, what string, cond func() bool) {
-	t.Helper()
-	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(100 * time.Microsecond) {
-		s.mu.Lock()
-		ok := cond()
-		s.mu.Unlock()
-		if ok {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting until %s", what)
+// leadEvent is what leadHook saw, with s.mu held.
+type leadEvent struct {
+	period   time.Duration // leadHook's: 0 a leader waits, -1 the reader looks for a Read, >0 a check
+	leader   *Stream
+	leadWant *Stream
+	tok      int8
 }
 
-// leading reports whether a Read of st holds the token.
-func leading(s *Session, st *Stream) func() bool {
-	return func() bool { return s.tok == tokLeader && s.leader == st && s.peeking }
+// leadWatch maps a *Session to the chan leadEvent its leadHook calls go to.
+var leadWatch sync.Map
+
+// watchedLeadHook is leadHook in tests (TestMain): it reports to the
+// session's watcher, if any, and never blocks (it runs under s.mu).
+func watchedLeadHook(s *Session, period time.Duration) {
+	if ch, ok := leadWatch.Load(s); ok {
+		select {
+		case ch.(chan leadEvent) <- leadEvent{period, s.leader, s.leadWant, s.tok}:
+		default:
+			panic("leadEvent watcher too slow")
+		}
+	}
+}
+
+// watchLead returns the events of s's token from now until stop.
+func watchLead(s *Session) (events <-chan leadEvent, stop func()) {
+	ch := make(chan leadEvent, 1<<12)
+	leadWatch.Store(s, ch)
+	return ch, func() { leadWatch.Delete(s) }
+}
+
+// awaitLead returns once a Read of st leads: it holds the token and is
+// about to wait on the socket. The reader goroutine hands the token to a
+// waiting Read only after it has read a message and has no bytes left, so
+// poke makes the peer send one: at the start, and whenever st's Read
+// registered as waiting while the reader goroutine was back on the socket
+// with no poke of ours on its way. One poke at a time: no flood, no
+// polling.
+func awaitLead(t *testing.T, s *Session, st *Stream, poke func()) {
+	t.Helper()
+	events, stop := watchLead(s)
+	defer stop()
+	poke()
+	outstanding := true // a poke the reader goroutine has not read yet
+	for ev := range events {
+		switch ev.period {
+		case 0:
+			if ev.leader == st {
+				return
+			}
+		case -1:
+			outstanding = false
+		case -2:
+			if !outstanding && ev.leadWant == st && ev.tok == tokReader {
+				poke()
+				outstanding = true
+			}
+		}
+	}
 }
 
 // Request/response over TCP: after the first exchanges, the waiting Reads
@@ -139,27 +181,16 @@ func leaderInterrupted(t *testing.T, transport string, do func(st, peer *Stream,
 				_, err := st.Read(buf) // waits: nothing more comes
 				done <- err
 			}()
-			// Open a second stream so the server's reader goroutine
-			// has something to read and the client's has a message
-			// after which it hands the socket over.
-			waitLocked(t, cs, "the Read leads", func() bool {
-				if s := cs; s.tok == tokLeader && s.leader == st && s.peeking {
-					return true
-				}
-				if cs.leadWant == st && cs.tok == tokReader {
-					go func() { _, _ = cs.Ping(context.Background()) }() // a message for the reader goroutine
-				}
-				return false
+			// Pings give the client's reader goroutine a message after
+			// which it hands the socket over.
+			awaitLead(t, cs, st, func() {
+				_, err := cs.Ping(context.Background()) // a message for the reader goroutine
+				require.NoError(t, err)
 			})
-			start := time.Now()
+			// Nothing else comes: only the interruption can end the
+			// leading Read (a missed one hangs here).
 			do(st, peer, cs)
-			select {
-			case err := <-done:
-				check(t, err)
-			case <-time.After(5 * time.Second):
-				t.Fatal("the leading Read did not return")
-			}
-			require.Less(t, time.Since(start), 2*time.Second)
+			check(t, <-done)
 		}
 	}
 }
@@ -192,7 +223,7 @@ func leaderInterruptsKeepBytes(t *testing.T, transport string) {
 			}
 			sent += len(p)
 			if rng.IntN(8) == 0 {
-				time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+				yield(rng.IntN(20)) // a pause: the reader may catch up
 			}
 		}
 		_ = peer.Close()
@@ -211,9 +242,9 @@ func leaderInterruptsKeepBytes(t *testing.T, transport string) {
 			default:
 			}
 			_ = st.SetReadDeadline(time.Now().Add(time.Duration(rng.IntN(300)) * time.Microsecond))
-			time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+			yield(rng.IntN(30))
 			_ = st.SetReadDeadline(time.Time{})
-			time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+			yield(rng.IntN(30))
 		}
 	}()
 	got := sha256.New()
@@ -225,7 +256,7 @@ func leaderInterruptsKeepBytes(t *testing.T, transport string) {
 		n += k
 		if errors.Is(err, ErrTimeout) {
 			timeouts++
-			time.Sleep(50 * time.Microsecond) // until the deadline is cleared
+			yield(5) // let the deadline be cleared
 			continue
 		}
 		if err == io.EOF {
@@ -239,6 +270,14 @@ func leaderInterruptsKeepBytes(t *testing.T, transport string) {
 	require.Equal(t, want.Sum(nil), got.Sum(nil))
 	t.Logf("%d timeouts, %d leader messages", timeouts, cs.Stats().LeaderMessages)
 	require.NotZero(t, cs.Stats().LeaderMessages)
+}
+
+// yield gives up the processor n times: a pause of no fixed length that
+// lets other goroutines run, on no clock.
+func yield(n int) {
+	for range n {
+		runtime.Gosched()
+	}
 }
 
 // A free token (its last leader drained its stream and went away) is taken
@@ -264,11 +303,7 @@ func TestLeaderFreeTokenComesBack(t *testing.T) {
 		require.NoError(t, err, "open %d", i)
 		_, err = st.Write([]byte{1})
 		require.NoError(t, err)
-		select {
-		case <-got:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("stream %d: the server never read its byte", i)
-		}
+		<-got // the server read its byte (a hang otherwise)
 		ss.mu.Lock()
 		t.Logf("server token after stream %d: %d", i, ss.tok)
 		ss.mu.Unlock()
@@ -292,25 +327,11 @@ func TestLeaderReadFails(t *testing.T) {
 		_, err := st.Read(make([]byte, 1))
 		done <- err
 	}()
-	waitLocked(t, cs, "the Read leads", func() bool {
-		if cs.leadWant == st && cs.tok == tokReader {
-			go func() { _ = peer.send(frame.AppendPing(nil, false, 1)) }()
-		}
-		return leading(cs, st)()
-	})
+	awaitLead(t, cs, st, func() { require.NoError(t, peer.send(frame.AppendPing(nil, false, 1))) })
 	_ = raw.(*net.TCPConn).SetLinger(0)
 	_ = raw.Close()
-	select {
-	case err := <-done:
-		require.Error(t, err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the Read did not end")
-	}
-	select {
-	case <-cs.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the session did not end")
-	}
+	require.Error(t, <-done, "the Read ends")
+	<-cs.Done() // the session ends
 	require.Error(t, cs.Err())
 }
 
@@ -376,8 +397,10 @@ func selfSigned(t testing.TB) tls.Certificate {
 }
 
 // A Read that waits long on an idle stream costs the reader goroutine a few
-// checks, not one a millisecond; once that Read returns and leaves the token
-// free, the reader goroutine takes it back within a few milliseconds.
+// checks, not one a millisecond: while the leader waits, each check sets
+// the next one twice as far (up to leadCheckMax). Once that Read returns
+// and leaves the token free, the reader goroutine's next check comes
+// within leadCheck, and it takes the token back for the new stream's SYN.
 func TestLeaderIdleChecksBackOff(t *testing.T) {
 	cs, ss := tcpPair(t, fastPaths(nil), fastPaths(nil))
 	st, peer := openPair(t, cs, ss)
@@ -386,33 +409,40 @@ func TestLeaderIdleChecksBackOff(t *testing.T) {
 		_, err := st.Read(make([]byte, 10))
 		got <- err
 	}()
-	waitLocked(t, cs, "the Read leads", func() bool {
-		if cs.leadWant == st && cs.tok == tokReader {
-			go func() { _, _ = cs.Ping(context.Background()) }()
-		}
-		return leading(cs, st)()
+	awaitLead(t, cs, st, func() {
+		_, err := cs.Ping(context.Background())
+		require.NoError(t, err)
 	})
-	cs.mu.Lock()
-	before := cs.ticks
-	cs.mu.Unlock()
-	time.Sleep(300 * time.Millisecond)
-	cs.mu.Lock()
-	idle := cs.ticks - before
-	cs.mu.Unlock()
-	t.Logf("%d checks in 300 ms with a leader waiting", idle)
-	require.LessOrEqual(t, idle, uint64(12), "the checks back off")
+	events, stop := watchLead(cs)
+	var periods []time.Duration
+	for ev := range events {
+		if ev.period > 0 {
+			require.Equal(t, st, ev.leader, "the leader waits on")
+			periods = append(periods, ev.period)
+			if len(periods) == 8 {
+				break
+			}
+		}
+	}
+	stop()
+	t.Logf("check periods with a leader waiting: %v", periods)
+	for i := 1; i < len(periods); i++ {
+		require.Equal(t, min(2*periods[i-1], leadCheckMax), periods[i], "the checks back off: %v", periods)
+	}
 
 	_, err := peer.Write([]byte("x"))
 	require.NoError(t, err)
 	require.NoError(t, <-got)
 	// Nobody reads or waits on the client now: only the reader goroutine
-	// can take the new stream's SYN and answer it.
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err = ss.Open(ctx, nil)
+	// can take the new stream's SYN and answer it. The Read left the token
+	// free and brought the reader goroutine's check near (or it took the
+	// token back already).
+	cs.mu.Lock()
+	if cs.tok != tokReader {
+		require.Equal(t, tokFree, cs.tok)
+		require.LessOrEqual(t, cs.tickDue-cs.now(), leadCheck, "the next check is near")
+	}
+	cs.mu.Unlock()
+	_, err = ss.Open(context.Background(), nil)
 	require.NoError(t, err)
-	took := time.Since(start)
-	t.Logf("open answered after %v", took)
-	require.Less(t, took, 100*time.Millisecond)
 }

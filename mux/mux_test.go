@@ -20,6 +20,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	leadHook = watchedLeadHook // before any session starts: no race
 	goleak.VerifyTestMain(m)
 }
 

@@ -239,12 +239,7 @@ func peerViolation(t *testing.T, transport string, cfg *Config, first, settings 
 			defer close(readDone)
 			_, _ = st.Read(make([]byte, 1))
 		}()
-		waitLocked(t, cs, "the Read leads", func() bool {
-			if cs.leadWant == st && cs.tok == tokReader {
-				go func() { _ = peer.send(frame.AppendPing(nil, false, 1)) }()
-			}
-			return leading(cs, st)()
-		})
+		awaitLead(t, cs, st, func() { require.NoError(t, peer.send(frame.AppendPing(nil, false, 1))) })
 	} else {
 		close(readDone)
 	}
