@@ -9,9 +9,12 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/wsmux/wsmux/frame"
 )
 
 // The fast paths: DATA copied straight into a waiting Read's buffer
@@ -108,95 +111,84 @@ func lendBuffer(st *Stream, buf []byte) func() int {
 	}
 }
 
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestDirectReadDroppedIsCredited: bytes copied into a waiting Read's
 // buffer and then dropped (CloseRead, Reset) are credited back like
 // buffered bytes: the session receive window is whole again, so the peer
 // can keep sending on other streams.
+// (The lending is the engine's, whatever the connection: net.Pipe in a
+// synctest bubble shows when the bytes have arrived.)
 func TestDirectReadDroppedIsCredited(t *testing.T) {
 	for _, drop := range []string{"CloseRead", "Reset"} {
 		t.Run(drop, func(t *testing.T) {
-			cs, ss := tcpPair(t, fastPaths(nil), fastPaths(nil))
-			a, b := openPair(t, cs, ss)
-			got := lendBuffer(b, make([]byte, 100))
-			_, err := a.Write(make([]byte, 1000))
-			require.NoError(t, err)
-			waitFor(t, func() bool { return got() == 100 })
-			require.Equal(t, 900, func() int { ss.mu.Lock(); defer ss.mu.Unlock(); return b.rec.Buffered() }())
-			if drop == "CloseRead" {
-				require.NoError(t, b.CloseRead())
-			} else {
-				require.NoError(t, b.Reset(0x8))
-			}
-			ss.mu.Lock()
-			require.Zero(t, b.rec.LentBytes())
-			require.Zero(t, ss.e.SessionBuffered(), "dropped bytes still count as buffered")
-			ss.mu.Unlock()
-			// The session window came back: another stream moves more
-			// than a whole initial session window.
-			a2, b2 := openPair(t, cs, ss)
-			go func() {
-				_, _ = a2.Write(make([]byte, 2*DefaultInitialSessionWindow))
-				_ = a2.CloseWrite()
-			}()
-			n, err := io.Copy(io.Discard, b2)
-			require.NoError(t, err)
-			require.Equal(t, int64(2*DefaultInitialSessionWindow), n)
+			synctest.Test(t, func(t *testing.T) {
+				cs, ss := pipePair(t, fastPaths(nil), fastPaths(nil))
+				a, b := openPair(t, cs, ss)
+				got := lendBuffer(b, make([]byte, 100))
+				_, err := a.Write(make([]byte, 1000))
+				require.NoError(t, err)
+				synctest.Wait() // the DATA arrived
+				require.Equal(t, 100, got())
+				require.Equal(t, 900, func() int { ss.mu.Lock(); defer ss.mu.Unlock(); return b.rec.Buffered() }())
+				if drop == "CloseRead" {
+					require.NoError(t, b.CloseRead())
+				} else {
+					require.NoError(t, b.Reset(0x8))
+				}
+				ss.mu.Lock()
+				require.Zero(t, b.rec.LentBytes())
+				require.Zero(t, ss.e.SessionBuffered(), "dropped bytes still count as buffered")
+				ss.mu.Unlock()
+				// The session window came back: another stream moves more
+				// than a whole initial session window.
+				a2, b2 := openPair(t, cs, ss)
+				go func() {
+					_, _ = a2.Write(make([]byte, 2*DefaultInitialSessionWindow))
+					_ = a2.CloseWrite()
+				}()
+				n, err := io.Copy(io.Discard, b2)
+				require.NoError(t, err)
+				require.Equal(t, int64(2*DefaultInitialSessionWindow), n)
+			})
 		})
 	}
 }
 
 // TestDirectReadReturnedAfterDeadline: a Read whose deadline passes after
-// bytes were copied into its buffer returns those bytes, not a timeout.
-// Whether the Read takes them before the deadline is set is a race, so the
-// case runs several times.
+// bytes were copied into its buffer, before it could take them (it needs
+// ss.mu), returns those bytes, not a timeout. The test makes that order
+// itself: with ss.mu held it feeds the DATA (as the reader goroutine
+// would) and moves the deadline into the past, and only then lets the
+// Read run.
 func TestDirectReadReturnedAfterDeadline(t *testing.T) {
-	cs, ss := tcpPair(t, fastPaths(nil), fastPaths(nil))
-	for i := range 20 {
-		a, b := openPair(t, cs, ss)
-		res := make(chan int, 1)
-		buf := make([]byte, 64)
-		require.NoError(t, b.SetReadDeadline(time.Now().Add(time.Hour)))
-		go func() {
-			n, _ := b.Read(buf)
-			res <- n
-		}()
-		waitFor(t, func() bool { ss.mu.Lock(); defer ss.mu.Unlock(); return b.rec.Lent() })
-		_, err := a.Write([]byte("hello"))
-		require.NoError(t, err)
-		// Once the bytes are in buf, the deadline passes; if the Read can
-		// still take them (it needs ss.mu), it must return them.
-		waitFor(t, func() bool {
-			if len(res) > 0 {
-				return true
-			}
+	synctest.Test(t, func(t *testing.T) {
+		cs, ss := pipePair(t, fastPaths(nil), fastPaths(nil))
+		for i := range 5 {
+			a, b := openPair(t, cs, ss)
+			res := make(chan int, 1)
+			buf := make([]byte, 64)
+			require.NoError(t, b.SetReadDeadline(time.Now().Add(time.Hour)))
+			go func() {
+				n, _ := b.Read(buf)
+				res <- n
+			}()
+			synctest.Wait() // the Read waits, its buffer lent
 			ss.mu.Lock()
-			defer ss.mu.Unlock()
-			if b.rec.LentBytes() < 5 {
-				return false
-			}
+			require.True(t, b.rec.Lent())
+			data, err := frame.AppendData(nil, b.ID(), false, []byte("hello"))
+			require.NoError(t, err)
+			require.NoError(t, ss.e.Feed(data, ss.now()))
+			require.Equal(t, 5, b.rec.LentBytes())
 			b.deadlines().rd.set(time.Now().Add(-time.Second))
-			return true
-		})
-		require.Equal(t, 5, <-res, "round %d", i)
-		require.Equal(t, "hello", string(buf[:5]))
-		require.NoError(t, b.SetReadDeadline(time.Now().Add(-time.Second)))
-		_, err = b.Read(buf)
-		require.ErrorIs(t, err, ErrTimeout)
-		require.NoError(t, b.Reset(0x8))
-		require.NoError(t, a.Reset(0x8))
-	}
+			ss.unlock()
+			require.Equal(t, 5, <-res, "round %d", i)
+			require.Equal(t, "hello", string(buf[:5]))
+			require.NoError(t, b.SetReadDeadline(time.Now().Add(-time.Second)))
+			_, err = b.Read(buf)
+			require.ErrorIs(t, err, ErrTimeout)
+			require.NoError(t, b.Reset(0x8))
+			require.NoError(t, a.Reset(0x8))
+		}
+	})
 }
 
 // TestSmallWritesManyStreams runs small writes (the direct-write path) on
@@ -224,6 +216,10 @@ func TestSmallWritesManyStreams(t *testing.T) {
 // small Write, the session ends with an error, the Write's caller learns
 // of it, and no goroutine is left (TestMain checks).
 func TestDirectWriteFailureEndsSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { directWriteFailureEndsSession(t) })
+}
+
+func directWriteFailureEndsSession(t *testing.T) {
 	a, b := net.Pipe()
 	cs, err := Client(a, fastPaths(nil))
 	require.NoError(t, err)
@@ -237,19 +233,12 @@ func TestDirectWriteFailureEndsSession(t *testing.T) {
 	one := make([]byte, 1)
 	_, err = io.ReadFull(peer, one)
 	require.NoError(t, err)
-	waitFor(t, func() bool { return cs.writerParked.Load() })
+	synctest.Wait()
+	require.True(t, cs.writerParked.Load(), "the writer is parked: a small Write sends its own batch")
 	require.NoError(t, b.Close()) // the peer's end goes away
-	for i := 0; i < 100; i++ {
-		if _, err = st.Write([]byte("y")); err != nil {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	require.Error(t, err)
-	select {
-	case <-cs.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("session did not end after the connection failed")
-	}
+	_, _ = st.Write([]byte("y"))  // its direct write fails (or the writer's, if it woke first)
+	<-cs.Done()                   // the session ends
+	_, err = st.Write([]byte("y"))
+	require.Error(t, err, "the Write's caller learns of it")
 	require.Error(t, cs.Err())
 }
