@@ -118,7 +118,7 @@ func dialRaw(t *testing.T, url string, preface bool) *rawClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = conn.SetDeadline(time.Now().Add(time.Minute)) // a hang guard for the raw reads, no bound on the server
 	c := &rawClient{conn: conn, r: conn}
 	if br != nil {
 		c.r = io.MultiReader(br, conn)
@@ -239,13 +239,9 @@ func TestVectorsHeaderBlocksInSessions(t *testing.T) {
 			}
 			c := dialRaw(t, url, true)
 			c.send(t, msg)
-			select {
-			case h := <-hdrs:
-				if !reflect.DeepEqual(map[string][]string(h), v.Canonical) {
-					t.Fatalf("headers %v, want %v", h, v.Canonical)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("stream not accepted")
+			h := <-hdrs // the stream is accepted (a hang otherwise)
+			if !reflect.DeepEqual(map[string][]string(h), v.Canonical) {
+				t.Fatalf("headers %v, want %v", h, v.Canonical)
 			}
 		})
 	}
