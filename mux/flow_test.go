@@ -116,11 +116,10 @@ func TestCloseRead(t *testing.T) {
 		require.NoError(t, st.CloseRead())
 		_, err := st.Read(make([]byte, 1))
 		require.ErrorIs(t, err, ErrStreamClosed)
-		// The peer's writes end with a *StreamError once STOP_SENDING lands.
-		var werr error
-		for i := 0; i < 1000 && werr == nil; i++ {
-			_, werr = peer.Write(make([]byte, 64<<10))
-		}
+		// Once STOP_SENDING has landed, the peer's Write ends with a
+		// *StreamError.
+		synctest.Wait()
+		_, werr := peer.Write(make([]byte, 64<<10))
 		var se *StreamError
 		require.ErrorAs(t, werr, &se)
 		require.True(t, se.Remote)
