@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -107,6 +108,9 @@ func New(cfg Config) (*Gateway, error) {
 	g.lim = ops.NewLimiter(cfg.Limits, g.m)
 	g.muxCfg = &mux.Config{CloseTimeout: cfg.DrainTimeout}
 	g.lim.ApplyBuffer(g.muxCfg)
+	if g.muxCfg.MaxStreams == 0 {
+		g.muxCfg.MaxStreams = mux.DefaultConfig().MaxStreams
+	}
 	if err := g.muxCfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gateway: limits: %w", err)
 	}
@@ -230,13 +234,23 @@ type trackingUpgrader struct {
 }
 
 func (u *trackingUpgrader) UpgradeResponse(w http.ResponseWriter, r *http.Request, h k8shttpstream.NewStreamHandler) k8shttpstream.Connection {
-	c := u.inner.UpgradeResponse(w, r, h)
+	var sess *mux.Session
+	var ready sync.WaitGroup // sess is set before the first stream is handled
+	ready.Add(1)
+	counted := func(s k8shttpstream.Stream, replySent <-chan struct{}) error {
+		ready.Wait()
+		if sess != nil && sess.NumStreams() >= u.g.muxCfg.MaxStreams {
+			u.g.lim.StreamLimitReached() // its next streams wait for a slot
+		}
+		return h(s, replySent)
+	}
+	c := u.inner.UpgradeResponse(w, r, counted)
+	defer ready.Done()
 	if c == nil {
 		u.g.m.BadRequests.WithLabelValues("bad_upgrade").Inc()
 		u.g.log.Warn("gateway: downstream upgrade failed", "remote", r.RemoteAddr, "protocol", u.proto)
 		return nil
 	}
-	var sess *mux.Session
 	if wc, ok := c.(wsmuxhttpstream.Connection); ok {
 		sess = wc.Session()
 	}

@@ -45,9 +45,10 @@ const tokA, tokB = "token-of-caller-a", "token-of-caller-b"
 
 // TestSessionLimitPerCaller: caller A holds its one session (a
 // port-forward); its next session is refused with 429 naming the flag,
-// while caller B's execs echo as usual.
+// while caller B's exec echoes as usual, using all four streams its
+// session may have (counted).
 func TestSessionLimitPerCaller(t *testing.T) {
-	g, opts := startLimited(t, ops.Limits{SessionsPerCaller: 1, StreamsPerSession: 8, BufferPerCaller: 4 << 20}, tokA, tokB)
+	g, opts := startLimited(t, ops.Limits{SessionsPerCaller: 1, StreamsPerSession: 4, BufferPerCaller: 4 << 20}, tokA, tokB)
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})
 	done := make(chan error, 1)
@@ -77,8 +78,11 @@ func TestSessionLimitPerCaller(t *testing.T) {
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("B's exec with A at its limit: %d bytes, %v", len(got), err)
 	}
+	// B's exec (stdin, stdout, stderr and error streams) used its
+	// session's four streams.
 	expectMetrics(t, g, `wsmux_limit_refusals_total{limit="sessions_per_caller"} 1`,
-		`wsmux_limit{limit="streams_per_session"} 8`, `wsmux_limit{limit="buffer_bytes_per_caller"} 4.194304e+06`)
+		`wsmux_limit_refusals_total{limit="streams_per_session"} 1`,
+		`wsmux_limit{limit="streams_per_session"} 4`, `wsmux_limit{limit="buffer_bytes_per_caller"} 4.194304e+06`)
 }
 
 // TestDialRatePerCaller: caller B over its upstream dial rate is refused
