@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/mux"
@@ -70,12 +71,23 @@ func CanonicalTarget(s string) (string, error) {
 // It returns the bytes copied each way.
 func splice(st *mux.Stream, c net.Conn, waitAccepted bool) (toConn, toStream int64) {
 	var wg sync.WaitGroup
+	var sent atomic.Bool // our direction ended with a FIN
 	wg.Add(1)
 	go func() { // stream -> connection
 		defer wg.Done()
 		n, err := io.Copy(c, st)
 		toConn = n
 		if err == nil {
+			if !sent.Load() && ended(st.Session()) {
+				// EOF because the peer closed the whole session under a
+				// stream we were still sending on (mux reads a peer's Close
+				// as EOF, and may lose a reset sent just before it): the
+				// transfer was cut, not finished. A drain ends a session
+				// only after its streams ended both ways.
+				_ = st.Reset(CodeConnReset)
+				abort(c)
+				return
+			}
 			closeWrite(c)
 			return
 		}
@@ -95,6 +107,7 @@ func splice(st *mux.Stream, c net.Conn, waitAccepted bool) (toConn, toStream int
 	n, err := io.Copy(st, c)
 	toStream = n
 	if err == nil {
+		sent.Store(true)
 		_ = st.CloseWrite()
 	} else {
 		_ = st.Reset(CodeConnReset)
@@ -103,6 +116,16 @@ func splice(st *mux.Stream, c net.Conn, waitAccepted bool) (toConn, toStream int
 	wg.Wait()
 	_ = c.Close()
 	return toConn, toStream
+}
+
+// ended reports whether s has ended.
+func ended(s *mux.Session) bool {
+	select {
+	case <-s.CloseChan():
+		return true
+	default:
+		return false
+	}
 }
 
 func closeWrite(c net.Conn) {
