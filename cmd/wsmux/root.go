@@ -55,8 +55,8 @@ type app struct {
 	log            *slog.Logger
 	// ctx, when set, replaces the signal context (tests).
 	ctx context.Context
-	// abort is closed by a second SIGINT or SIGTERM (tests close it
-	// themselves): drains end at once. See signalContext.
+	// abort is closed by a second SIGINT or SIGTERM (stopNow): drains end
+	// at once. See signalContext.
 	abort     chan struct{}
 	abortOnce sync.Once
 	closeOnce sync.Once
