@@ -31,11 +31,12 @@ const DefaultMaxMessage = 1 << 20
 //
 // Once the buffer is larger than shrinkAbove, each message that fits in
 // shrinkAbove counts as small; after shrinkAfter small messages in a row the
-// buffer is dropped at the start of the next ReadMessage (the slice the
-// previous call returned stays valid: it is not reused, only released to the
-// GC) and grows again from minMessageBuffer. A session that moved one burst
-// of large messages and then went quiet keeps at most shrinkAbove-ish bytes
-// after a few keepalive pings instead of MaxMessageSize.
+// buffer goes back to a pool at the start of the next ReadMessage and grows
+// again from minMessageBuffer. A session that moved one burst of large
+// messages and then went quiet keeps at most shrinkAbove-ish bytes after a
+// few keepalive pings instead of MaxMessageSize. Buffers come from pools of
+// power-of-two sizes (msgbuf.go), so a session whose traffic alternates
+// between bursts and quiet runs regrows without allocating.
 const (
 	readBufferSize   = 4 << 10  // bufio.Reader in front of the socket: small messages cost one read syscall
 	minMessageBuffer = 4 << 10  // first allocation of the message buffer
@@ -67,7 +68,8 @@ type Conn struct {
 	src      source
 	rd       *bufio.Reader
 	hdr      [ws.MaxHeaderSize]byte
-	buf      []byte // message buffer; len(buf) == cap(buf) always
+	buf      []byte  // message buffer; len(buf) == cap(buf) always
+	bufp     *[]byte // the pooled buffer buf is (msgbuf.go)
 	ctlIn    [ws.MaxControlFramePayloadSize]byte
 	smallRun int
 	shrink   bool
@@ -173,7 +175,7 @@ func (c *Conn) BytesWritten() uint64 {
 
 // ReadMessage returns the next complete binary message, reassembled from
 // continuation frames and unmasked in place. The slice is valid until the next
-// ReadMessage.
+// ReadMessage (its buffer may then go back to a pool).
 //
 // Control frames between or inside fragmented messages are handled: a ping
 // queues a pong for the writer (the latest ping's payload wins if several
@@ -230,7 +232,8 @@ func (c *Conn) Buffered() int {
 
 func (c *Conn) readMessage() ([]byte, error) {
 	if c.shrink {
-		c.buf = nil
+		putMessageBuffer(c.bufp)
+		c.buf, c.bufp = nil, nil
 		c.shrink = false
 		c.smallRun = 0
 	}
@@ -327,9 +330,10 @@ func (c *Conn) readPayload(off, end int) error {
 func (c *Conn) grow(have, need int) {
 	size := max(2*len(c.buf), have+min(need-have, growAhead), minMessageBuffer)
 	size = min(size, max(c.maxMessage, minMessageBuffer))
-	nb := make([]byte, size)
-	copy(nb, c.buf[:have])
-	c.buf = nb
+	np := getMessageBuffer(size)
+	copy(*np, c.buf[:have])
+	putMessageBuffer(c.bufp)
+	c.buf, c.bufp = *np, np
 }
 
 // account applies the shrink policy after a message of n bytes.

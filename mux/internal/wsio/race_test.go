@@ -1,0 +1,5 @@
+//go:build race
+
+package wsio
+
+const raceEnabled = true
