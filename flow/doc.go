@@ -1,6 +1,9 @@
 // Package flow is the credit accounting of wsmux flow control: pure arithmetic
 // for one direction of one stream, or of the whole session.
 //
+// The rules it implements are section 8 (flow control) of the WSMUX/1
+// specification, docs/spec/wsmux-v1.md.
+//
 // A [Sender] tracks the credit the peer granted us: how many DATA payload
 // bytes we may still send, raised by the peer's WINDOW_UPDATE frames.
 //

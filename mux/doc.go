@@ -40,16 +40,29 @@
 // Config documents every limit and timeout and its default; a nil *Config
 // means the defaults.
 //
-// Structure: a session is a state machine (core: messages in, state
-// changes, batches of frames out; no goroutines, no clock of its own)
-// driven by one reader and one writer goroutine over the connection. The
-// writer sends control frames before data and schedules data round-robin
-// with an interactive class, batching everything ready into one WebSocket
-// message per write. Fast paths cut goroutine handoffs and copies: a Write
-// of at most 4 KiB that finds the writer parked lays out and writes the
-// batch on the caller's goroutine; DATA that arrives while a Read waits is
-// copied straight into that Read's buffer; on TCP and Unix sockets (and TLS
-// over them) a Read that waits reads the connection itself (leader reads,
-// lead.go); on plain TCP and Unix sockets the writer sends DATA from its
-// send chunks with one writev instead of copying it into the batch. Steady-state reads and writes do not allocate.
+// Structure: a session is a pure protocol engine (mux/internal/engine:
+// messages, time and calls in; events and batches of frames out; no
+// sockets, no goroutines, no clock of its own) driven over the connection
+// by a Driver. The reference driver (DriverGoroutines) runs one reader and
+// one writer goroutine; the writer sends control frames before data and
+// schedules data round-robin with an interactive class, batching
+// everything ready into one WebSocket message per write. The default,
+// DriverFastPaths, cuts goroutine handoffs and copies: a Write that finds
+// the writer parked and nothing else ready lays out and writes its own
+// batch (a large one sends its bytes straight from the caller's buffer);
+// DATA that arrives while a Read waits is copied straight into that Read's
+// buffer; on TCP and Unix sockets (and TLS over them) a Read that waits
+// reads the connection itself (leader reads, lead.go); on plain TCP and
+// Unix sockets the writer sends DATA from its send chunks with one writev
+// instead of copying it into the batch. Steady-state reads and writes do
+// not allocate.
+//
+// WSMUX/1 is specified in docs/spec/wsmux-v1.md of this repository
+// (https://github.com/wsmux/wsmux/blob/main/docs/spec/wsmux-v1.md); the
+// limits and timeouts of Config are the values its sections 9 and 11
+// recommend, and testdata/vectors holds the vectors it is tested against.
+//
+// Package mux must not import Kubernetes packages or the adapters; only
+// its engine may change protocol state, and only the drivers (driver.go,
+// lead.go) may touch the connection.
 package mux

@@ -327,6 +327,41 @@ func (s *Session) kick(n int) {
 	}
 }
 
+// writeDirect sends what it can of p on st in a batch it lays out and
+// writes itself, p's bytes spliced in (or copied into the batch), while
+// the writer goroutine is parked and nothing else is ready to send (s.mu
+// held; released while it writes, held again on return). It returns how
+// many bytes of p went out (0: none; the caller queues them).
+func (s *Session) writeDirect(st *Stream, p []byte) int {
+	e := s.e
+	if !s.directWrites || !s.writerParked.Load() || !e.Ready() || s.wsc.ControlPending() || !s.sendMu.TryLock() {
+		return 0
+	}
+	if s.directErr != nil || !s.writerParked.Load() {
+		s.sendMu.Unlock()
+		return 0
+	}
+	bp := pool.GetBatch(wsio.HeaderRoom + s.cfg.MaxBatch)
+	b, n := e.AppendDirect((*bp)[:wsio.HeaderRoom], &st.rec, p, s.now())
+	s.acks = e.TakeAcked(s.acks[:0])
+	more := e.Pending()
+	s.unlock()
+	if len(b) > wsio.HeaderRoom {
+		if err := s.writeBatch(b, false, 0); err != nil {
+			s.directErr = err
+			more = true
+		}
+	}
+	*bp = b[:0]
+	pool.PutBatch(bp)
+	s.sendMu.Unlock()
+	if more {
+		s.wakeWriter()
+	}
+	s.mu.Lock()
+	return n
+}
+
 // finish sends the WebSocket close, lets the peer answer for a moment and
 // closes the connection (writer goroutine).
 func (s *Session) finish(writeFailed bool) {

@@ -26,6 +26,7 @@ type Stream struct {
 	// waiter re-checks the state under sess.mu before it waits.
 	ackCh      chan struct{} // closed at EvAnswered (made on demand: ackChan)
 	rdCh, wrCh chan struct{}
+	lentCh     chan struct{} // the Read whose buffer is lent waits here too
 	dl         atomic.Pointer[deadlines] // made by the first Set*Deadline
 	wmu        sync.Mutex                // one Write at a time: writes never interleave
 }
@@ -69,10 +70,12 @@ func (st *Stream) readDeadlineSet() bool {
 // handle returns the Stream that holds rec.
 func handle(rec *engine.Stream) *Stream { return rec.Owner().(*Stream) }
 
-// signalRead wakes a Read waiting on st (sess.mu held); a leader's Read
-// waits on the socket, not on rdCh.
+// signalRead wakes a Read waiting on st (sess.mu held): one of those on
+// rdCh, and the one whose buffer is lent, on lentCh, since data may be in
+// it. A leader's Read waits on the socket instead.
 func (st *Stream) signalRead() {
 	notify(st.rdCh)
+	notify(st.lentCh)
 	if s := st.sess; s.leader == st {
 		s.interruptLeader()
 	}
@@ -200,10 +203,17 @@ func (st *Stream) Read(p []byte) (int, error) {
 		if !lead {
 			s.reclaim() // someone must read the socket while this Read waits
 		}
-		rd := st.rdCh
+		rd, mine := st.rdCh, (chan struct{})(nil)
+		if lent {
+			if st.lentCh == nil {
+				st.lentCh = make(chan struct{}, 1)
+			}
+			mine = st.lentCh
+		}
 		s.unlock()
 		select {
 		case <-rd:
+		case <-mine:
 		case <-st.readDeadline():
 		case <-s.deadCh:
 		}
@@ -216,6 +226,10 @@ func (st *Stream) Read(p []byte) (int, error) {
 // data and nothing more is buffered for it.
 func (st *Stream) readDone(lead bool, n int, err error) (int, error) {
 	s := st.sess
+	if err != nil || st.rec.Buffered() > 0 {
+		// Concurrent Reads: the next one sees the error, or the rest.
+		notify(st.rdCh)
+	}
 	if lead {
 		s.endLead(st, n > 0 && err == nil && st.rec.Buffered() == 0)
 	}
@@ -258,6 +272,14 @@ func (st *Stream) Write(p []byte) (int, error) {
 			}
 			s.unlock()
 			return n, ErrTimeout
+		}
+		if len(p)-n > directWriteMax && !kick {
+			// A large Write the writer goroutine would send next anyway
+			// sends its bytes from p itself: no copy into the queue.
+			if k := s.writeDirect(st, p[n:]); k > 0 {
+				n += k
+				continue
+			}
 		}
 		k, queued, _ := e.Write(&st.rec, p[n:])
 		n += k
