@@ -26,7 +26,7 @@ type Stream struct {
 	// waiter re-checks the state under sess.mu before it waits.
 	ackCh      chan struct{} // closed at EvAnswered (made on demand: ackChan)
 	rdCh, wrCh chan struct{}
-	lentCh     chan struct{} // the Read whose buffer is lent waits here too
+	lentCh     chan struct{}             // the Read whose buffer is lent waits here too
 	dl         atomic.Pointer[deadlines] // made by the first Set*Deadline
 	wmu        sync.Mutex                // one Write at a time: writes never interleave
 }
