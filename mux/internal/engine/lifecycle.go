@@ -43,10 +43,13 @@ func (e *Engine) die(se *SessionError, goaway, flush bool) {
 	} else {
 		e.credit.clear()
 	}
-	if !flush {
-		// A failing session sends nothing but its GOAWAY. A closing one
-		// keeps its queued SYNs and resets: the DATA it still flushes
-		// must not reach the peer before them.
+	// A failing session sends nothing but its GOAWAY, and one whose
+	// transport is gone sends nothing at all. A closing one keeps its
+	// queued SYNs and resets (the DATA it still flushes must not reach the
+	// peer before them), and so does one whose drain ended: the resets it
+	// queued last are still sent.
+	quiet := (goaway && !flush) || e.noGoAway || e.wsClosedByPeer
+	if quiet {
 		e.urgent.clear()
 		e.peerUrg, e.pingAcks = 0, 0
 	}
@@ -61,6 +64,11 @@ func (e *Engine) die(se *SessionError, goaway, flush bool) {
 	e.flushing = flush
 	for _, st := range e.streams {
 		if !flush || st.flushing {
+			if st.flushing && !quiet {
+				// Reset with data still queued: the data is dropped,
+				// the reset still goes out.
+				e.urgent.push(ctrl{typ: frame.TypeRSTStream, id: st.id, arg: uint32(st.resetErr.Code), text: truncText(st.resetErr.Reason, frame.MaxReasonLen)})
+			}
 			e.unlink(st)
 			e.txQueued -= st.txq.Len()
 			st.txq.reset()
