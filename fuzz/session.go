@@ -522,7 +522,7 @@ func (h *hostile) checkLive() {
 	h.mu.Unlock()
 	maxStreams := h.cfg.MaxStreams
 	if maxStreams == 0 {
-		maxStreams = mux.DefaultMaxStreams
+		maxStreams = mux.DefaultConfig().MaxStreams
 	}
 	if n := h.sess.NumStreams(); n > maxStreams+opened {
 		h.fail("%d live streams with MaxStreams %d and %d opened locally", n, maxStreams, opened)
@@ -594,11 +594,11 @@ func (h *hostile) finish() error {
 	// Memory held for streams nobody read.
 	win := h.cfg.InitialStreamWindow
 	if win == 0 {
-		win = mux.DefaultInitialStreamWindow
+		win = mux.DefaultConfig().InitialStreamWindow
 	}
 	maxSess := h.cfg.MaxSessionWindow
 	if maxSess == 0 {
-		maxSess = mux.DefaultMaxSessionWindow
+		maxSess = mux.DefaultConfig().MaxSessionWindow
 	}
 	total := 0
 	for id, n := range h.stalledN {
@@ -640,7 +640,7 @@ func (h *hostile) checkWire() error {
 		return fmt.Errorf("the session sent the close code %d", r.End.Code)
 	}
 	lim := frame.DefaultLimits()
-	maxMsg := mux.DefaultMaxMessageSize
+	maxMsg := mux.DefaultConfig().MaxMessageSize
 	if model != nil && model.settings != nil {
 		if v, ok := model.settings.Get(frame.SettingMaxDataPayload); ok {
 			lim.MaxDataPayload = int(v)
@@ -745,10 +745,10 @@ func (m *creditModel) peerMessage(msg []byte, _ bool) {
 }
 
 func (m *creditModel) credit(id uint32) int64 {
-	win := int64(mux.DefaultInitialStreamWindow)
+	win := int64(mux.DefaultConfig().InitialStreamWindow)
 	setting := frame.SettingInitialStreamWindow
 	if id == 0 {
-		win = mux.DefaultInitialSessionWindow
+		win = int64(mux.DefaultConfig().InitialSessionWindow)
 		setting = frame.SettingInitialSessionWindow
 	}
 	if m.settings != nil {

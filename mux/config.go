@@ -111,29 +111,29 @@ type Config struct {
 	Driver Driver
 }
 
-// Default values of Config.
+// Default values of Config (DefaultConfig returns them all).
 const (
-	DefaultMaxFramePayload      = 16 << 10
-	DefaultMaxHeaderBytes       = 8 << 10
-	DefaultInitialStreamWindow  = engine.DefaultInitialStreamWindow
-	DefaultMaxStreamWindow      = 16 << 20
-	DefaultInitialSessionWindow = engine.DefaultInitialSessionWindow
-	DefaultMaxSessionWindow     = 64 << 20
-	DefaultMaxStreams           = engine.DefaultMaxStreams
-	DefaultAcceptBacklog        = 64
-	DefaultMaxMessageSize       = engine.DefaultMaxMessageSize
-	DefaultKeepAliveInterval    = 15 * time.Second
-	DefaultKeepAliveTimeout     = 45 * time.Second
-	DefaultOpenTimeout          = 30 * time.Second
-	DefaultWriteTimeout         = 30 * time.Second
-	DefaultCloseTimeout         = 30 * time.Second
-	DefaultSettingsTimeout      = 5 * time.Second
-	DefaultReadTimeout          = 30 * time.Second
-	DefaultStallTimeout         = 2 * time.Minute
-	DefaultStreamSendBuffer     = 256 << 10
-	DefaultSessionSendBuffer    = 4 << 20
-	DefaultMaxBatch             = 256 << 10
-	DefaultHandlerConcurrency   = 64
+	defaultMaxFramePayload      = 16 << 10
+	defaultMaxHeaderBytes       = 8 << 10
+	defaultInitialStreamWindow  = engine.DefaultInitialStreamWindow
+	defaultMaxStreamWindow      = 16 << 20
+	defaultInitialSessionWindow = engine.DefaultInitialSessionWindow
+	defaultMaxSessionWindow     = 64 << 20
+	defaultMaxStreams           = engine.DefaultMaxStreams
+	defaultAcceptBacklog        = 64
+	defaultMaxMessageSize       = engine.DefaultMaxMessageSize
+	defaultKeepAliveInterval    = 15 * time.Second
+	defaultKeepAliveTimeout     = 45 * time.Second
+	defaultOpenTimeout          = 30 * time.Second
+	defaultWriteTimeout         = 30 * time.Second
+	defaultCloseTimeout         = 30 * time.Second
+	defaultSettingsTimeout      = 5 * time.Second
+	defaultReadTimeout          = 30 * time.Second
+	defaultStallTimeout         = 2 * time.Minute
+	defaultStreamSendBuffer     = 256 << 10
+	defaultSessionSendBuffer    = 4 << 20
+	defaultMaxBatch             = 256 << 10
+	defaultHandlerConcurrency   = 64
 )
 
 // closeLinger bounds the wait for the peer's close after ours.
@@ -142,27 +142,27 @@ const closeLinger = 2 * time.Second
 // DefaultConfig returns a Config with every field at its default.
 func DefaultConfig() *Config {
 	return &Config{
-		MaxFramePayload:      DefaultMaxFramePayload,
-		MaxHeaderBytes:       DefaultMaxHeaderBytes,
-		InitialStreamWindow:  DefaultInitialStreamWindow,
-		MaxStreamWindow:      DefaultMaxStreamWindow,
-		InitialSessionWindow: DefaultInitialSessionWindow,
-		MaxSessionWindow:     DefaultMaxSessionWindow,
-		MaxStreams:           DefaultMaxStreams,
-		AcceptBacklog:        DefaultAcceptBacklog,
-		MaxMessageSize:       DefaultMaxMessageSize,
-		KeepAliveInterval:    DefaultKeepAliveInterval,
-		KeepAliveTimeout:     DefaultKeepAliveTimeout,
-		OpenTimeout:          DefaultOpenTimeout,
-		WriteTimeout:         DefaultWriteTimeout,
-		CloseTimeout:         DefaultCloseTimeout,
-		SettingsTimeout:      DefaultSettingsTimeout,
-		ReadTimeout:          DefaultReadTimeout,
-		StallTimeout:         DefaultStallTimeout,
-		StreamSendBuffer:     DefaultStreamSendBuffer,
-		SessionSendBuffer:    DefaultSessionSendBuffer,
-		MaxBatch:             DefaultMaxBatch,
-		HandlerConcurrency:   DefaultHandlerConcurrency,
+		MaxFramePayload:      defaultMaxFramePayload,
+		MaxHeaderBytes:       defaultMaxHeaderBytes,
+		InitialStreamWindow:  defaultInitialStreamWindow,
+		MaxStreamWindow:      defaultMaxStreamWindow,
+		InitialSessionWindow: defaultInitialSessionWindow,
+		MaxSessionWindow:     defaultMaxSessionWindow,
+		MaxStreams:           defaultMaxStreams,
+		AcceptBacklog:        defaultAcceptBacklog,
+		MaxMessageSize:       defaultMaxMessageSize,
+		KeepAliveInterval:    defaultKeepAliveInterval,
+		KeepAliveTimeout:     defaultKeepAliveTimeout,
+		OpenTimeout:          defaultOpenTimeout,
+		WriteTimeout:         defaultWriteTimeout,
+		CloseTimeout:         defaultCloseTimeout,
+		SettingsTimeout:      defaultSettingsTimeout,
+		ReadTimeout:          defaultReadTimeout,
+		StallTimeout:         defaultStallTimeout,
+		StreamSendBuffer:     defaultStreamSendBuffer,
+		SessionSendBuffer:    defaultSessionSendBuffer,
+		MaxBatch:             defaultMaxBatch,
+		HandlerConcurrency:   defaultHandlerConcurrency,
 	}
 }
 

@@ -142,12 +142,12 @@ func TestDirectReadDroppedIsCredited(t *testing.T) {
 				// than a whole initial session window.
 				a2, b2 := openPair(t, cs, ss)
 				go func() {
-					_, _ = a2.Write(make([]byte, 2*DefaultInitialSessionWindow))
+					_, _ = a2.Write(make([]byte, 2*defaultInitialSessionWindow))
 					_ = a2.CloseWrite()
 				}()
 				n, err := io.Copy(io.Discard, b2)
 				require.NoError(t, err)
-				require.Equal(t, int64(2*DefaultInitialSessionWindow), n)
+				require.Equal(t, int64(2*defaultInitialSessionWindow), n)
 			})
 		})
 	}

@@ -285,7 +285,7 @@ func TestHostileNeverGrants(t *testing.T) {
 		peer := newRawPeer(t, b, false)
 		wire := peer.observe(true)
 		require.NoError(t, peer.send(settingsMsg()))
-		const n = DefaultInitialSessionWindow/DefaultInitialStreamWindow + 1
+		const n = defaultInitialSessionWindow/defaultInitialStreamWindow + 1
 		streams := make([]*Stream, n)
 		for i := range streams {
 			streams[i], err = cs.OpenEarly(nil)
@@ -296,10 +296,10 @@ func TestHostileNeverGrants(t *testing.T) {
 		// The first n-1 streams fill their windows, and so the session
 		// window; the last one's bytes queue behind the session window.
 		for _, st := range streams[:n-1] {
-			require.Equal(t, DefaultInitialStreamWindow, writeTimesOut(t, st, big, 5*time.Second))
+			require.Equal(t, defaultInitialStreamWindow, writeTimesOut(t, st, big, 5*time.Second))
 		}
 		stallStart := time.Now()
-		require.Equal(t, DefaultInitialStreamWindow, writeTimesOut(t, streams[n-1], big, 5*time.Second))
+		require.Equal(t, defaultInitialStreamWindow, writeTimesOut(t, streams[n-1], big, 5*time.Second))
 		// Again: nothing more goes, nothing more is kept.
 		for _, st := range streams {
 			require.Zero(t, writeTimesOut(t, st, big, time.Second))
@@ -327,7 +327,7 @@ func TestHostileNeverGrants(t *testing.T) {
 		require.NoError(t, peer.send(appendOK(frame.AppendWindowUpdate(nil, 0, 1<<10))))
 		grant := time.Now()
 		<-cs.CloseChan()
-		require.Equal(t, DefaultStallTimeout, time.Since(grant))
+		require.Equal(t, defaultStallTimeout, time.Since(grant))
 		l := requireHostileEnd(t, cs, wire, frame.StallTimeout)
 		sent := 0
 		for _, h := range l.frames {
@@ -335,7 +335,7 @@ func TestHostileNeverGrants(t *testing.T) {
 				sent += int(h.Length)
 			}
 		}
-		require.Equal(t, DefaultInitialSessionWindow+1<<10, sent, "DATA sent: exactly the credit granted")
+		require.Equal(t, defaultInitialSessionWindow+1<<10, sent, "DATA sent: exactly the credit granted")
 		for _, st := range streams {
 			_, err := st.Write([]byte("x"))
 			var se *SessionError
@@ -360,7 +360,7 @@ func TestStallTimeoutOff(t *testing.T) {
 		require.NoError(t, peer.send(frame.AppendSettings(nil, &s)))
 		st, err := cs.OpenEarly(nil)
 		require.NoError(t, err)
-		require.Equal(t, DefaultInitialStreamWindow, writeTimesOut(t, st, make([]byte, 1<<20), time.Second), "16 KiB sent, the rest queued")
+		require.Equal(t, defaultInitialStreamWindow, writeTimesOut(t, st, make([]byte, 1<<20), time.Second), "16 KiB sent, the rest queued")
 		elapse(10 * time.Minute)
 		require.NoError(t, cs.Err())
 		require.NoError(t, cs.Close())
@@ -390,14 +390,14 @@ func TestHostileNeverReadsSocket(t *testing.T) {
 		big := make([]byte, 64<<20)
 		before := heapInuse()
 		for _, st := range streams {
-			require.Equal(t, DefaultStreamSendBuffer, writeTimesOut(t, st, big, 4*time.Second))
+			require.Equal(t, defaultStreamSendBuffer, writeTimesOut(t, st, big, 4*time.Second))
 		}
 		grown := int64(heapInuse()) - int64(before)
 		runtime.KeepAlive(big)
 		t.Logf("heap growth after 5 Write attempts of 64 MiB: %d KiB", grown>>10)
 		require.Less(t, grown, int64(4<<20), "heap must stay flat")
 		<-cs.CloseChan()
-		require.Equal(t, DefaultWriteTimeout, time.Since(start))
+		require.Equal(t, defaultWriteTimeout, time.Since(start))
 		var se *SessionError
 		require.ErrorAs(t, cs.Err(), &se)
 		require.Equal(t, frame.StallTimeout, se.Code)
@@ -476,7 +476,7 @@ func TestHostileStopsMidFrame(t *testing.T) {
 					}
 				}()
 				<-cs.CloseChan()
-				require.Equal(t, DefaultReadTimeout, time.Since(start), "%v", cs.Err())
+				require.Equal(t, defaultReadTimeout, time.Since(start), "%v", cs.Err())
 				requireHostileEnd(t, cs, wire, frame.KeepaliveTimeout)
 				_ = b.Close()
 				<-moreDone

@@ -31,8 +31,8 @@ func TestInteractiveFirst(t *testing.T) {
 	// its window and the sender's buffer: the writer is held by credit.
 	saturated := make(chan struct{})
 	go func() {
-		n, _ := io.CopyN(io.Discard, bulkPeer, 2*(DefaultInitialStreamWindow+DefaultStreamSendBuffer))
-		if n == 2*(DefaultInitialStreamWindow+DefaultStreamSendBuffer) {
+		n, _ := io.CopyN(io.Discard, bulkPeer, 2*(defaultInitialStreamWindow+defaultStreamSendBuffer))
+		if n == 2*(defaultInitialStreamWindow+defaultStreamSendBuffer) {
 			close(saturated)
 		}
 		_, _ = io.Copy(io.Discard, bulkPeer)

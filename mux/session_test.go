@@ -321,7 +321,7 @@ func TestKeepAliveDeadPeer(t *testing.T) {
 		go peer.drain() // reads everything, answers nothing
 		start := time.Now()
 		<-cs.CloseChan()
-		require.Equal(t, DefaultKeepAliveTimeout, time.Since(start))
+		require.Equal(t, defaultKeepAliveTimeout, time.Since(start))
 		var se *SessionError
 		require.ErrorAs(t, cs.Err(), &se)
 		require.Equal(t, frame.KeepaliveTimeout, se.Code)

@@ -84,7 +84,7 @@ func TestPeerViolations(t *testing.T) {
 
 		// Frame size.
 		{threat: "frame size", name: "DATA over MaxFramePayload", frames: func() [][]byte {
-			return [][]byte{appendOK(frame.AppendData(synFrame(nil, 2), 2, false, make([]byte, DefaultMaxFramePayload+1)))}
+			return [][]byte{appendOK(frame.AppendData(synFrame(nil, 2), 2, false, make([]byte, defaultMaxFramePayload+1)))}
 		}, code: frame.FrameSizeError},
 		{threat: "frame size", name: "DATA over a small MaxFramePayload", cfg: &Config{MaxFramePayload: 4096}, frames: func() [][]byte {
 			return [][]byte{appendOK(frame.AppendData(synFrame(nil, 2), 2, false, make([]byte, 4097)))}
@@ -114,11 +114,11 @@ func TestPeerViolations(t *testing.T) {
 
 		// Stream credit (rapid-reset defence, CVE-2023-44487).
 		{threat: "stream credit (CVE-2023-44487)", name: "more opens than the credit", cfg: &Config{MaxStreams: 1}, frames: msgs(synFrame(synFrame(nil, 2), 4)), code: frame.StreamLimit},
-		{threat: "stream credit (CVE-2023-44487)", name: "open far beyond the credit", frames: msgs(synFrame(nil, 2*DefaultMaxStreams+2)), code: frame.StreamLimit},
+		{threat: "stream credit (CVE-2023-44487)", name: "open far beyond the credit", frames: msgs(synFrame(nil, 2*defaultMaxStreams+2)), code: frame.StreamLimit},
 
 		// Flow control.
 		{threat: "flow control", name: "DATA past the stream window", frames: func() [][]byte {
-			return [][]byte{dataFrames(synFrame(nil, 2), 2, DefaultInitialStreamWindow+1)}
+			return [][]byte{dataFrames(synFrame(nil, 2), 2, defaultInitialStreamWindow+1)}
 		}, code: frame.FlowControlError},
 		{threat: "flow control", name: "DATA past the session window", cfg: &Config{InitialStreamWindow: 1 << 20, InitialSessionWindow: 1 << 20}, frames: func() [][]byte {
 			b := dataFrames(synFrame(nil, 2), 2, 512<<10)

@@ -51,7 +51,7 @@ func sessionConfig(cfg *mux.Config, pingPeriod time.Duration) *mux.Config {
 	}
 	if pingPeriod > 0 {
 		c.KeepAliveInterval = pingPeriod
-		if c.KeepAliveTimeout == 0 && 3*pingPeriod > mux.DefaultKeepAliveTimeout {
+		if c.KeepAliveTimeout == 0 && 3*pingPeriod > mux.DefaultConfig().KeepAliveTimeout {
 			c.KeepAliveTimeout = 3 * pingPeriod
 		}
 	}
