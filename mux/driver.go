@@ -16,12 +16,21 @@ import (
 
 // The goroutine driver: a reader goroutine feeds received messages to the
 // engine, a writer goroutine writes its batches and runs its timers, and
-// handler goroutines run Config.Handler. The fast paths (lead.go, kick)
-// are strategies on top of it, under the same locks.
+// handler goroutines run Config.Handler. The fast paths of DriverFastPaths
+// (leader reads in lead.go; kick and writeDirect here) are strategies on
+// top of it, behind the same seam and under the same locks.
 //
-// Lock order: Stream.wmu, then Session.sendMu, then Session.mu. The engine
-// is called only with mu held; its spliced chunks and the batch buffer
-// only with sendMu held.
+// The seam: the engine is called only with Session.mu held, and every
+// release of mu goes through Session.unlock, which dispatches the events
+// the calls produced (wake-ups of Reads, Writes, Open, Accept, the writer)
+// first. Laying out a batch (AppendBatch, AppendDirect) and writing it,
+// with the spliced chunks it references, is done only with sendMu held:
+// one batch in flight at a time, in order.
+//
+// Lock order: Stream.wmu, then Session.sendMu, then Session.mu; a
+// deadline's mutex is a leaf. sendMu is taken while mu is held only with
+// TryLock (kick, writeDirect), which never waits. Nothing blocks on the
+// connection with mu held: readers and writers release it first.
 
 // wakeWriter tells the writer goroutine there may be something to write.
 func (s *Session) wakeWriter() { notify(s.wakeCh) }
