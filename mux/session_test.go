@@ -182,11 +182,19 @@ func TestHandlerRefuses(t *testing.T) {
 }
 
 func TestOpenEarlyRejected(t *testing.T) {
-	scfg := &Config{Handler: func(st *Stream) error { return errors.New("no") }}
+	// The handler refuses only once the optimistic Write is done: a
+	// refusal that came first would fail the Write (rightly), and which
+	// comes first must not be left to the scheduler.
+	written := make(chan struct{})
+	scfg := &Config{Handler: func(st *Stream) error {
+		<-written
+		return errors.New("no")
+	}}
 	cs, _ := pipePair(t, nil, scfg)
 	st, err := cs.OpenEarly(nil)
 	require.NoError(t, err)
 	_, err = st.Write([]byte("optimistic"))
+	close(written)
 	require.NoError(t, err)
 	_, err = st.Read(make([]byte, 1))
 	var se *StreamError

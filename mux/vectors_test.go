@@ -80,12 +80,27 @@ func closeStatus(code frame.ErrorCode) ws.StatusCode {
 func vectorServer(t *testing.T) (string, <-chan http.Header) {
 	t.Helper()
 	hdrs := make(chan http.Header, 64)
-	var wg sync.WaitGroup
+	// hs.Close does not wait for handlers whose connection was hijacked
+	// (upgraded): a session upgraded after the cleanup began is closed at
+	// once rather than added to wg while it is waited for (a WaitGroup
+	// misuse the race detector reported).
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		closed bool
+	)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sess, err := mux.Upgrade(w, r, nil)
 		if err != nil {
 			return
 		}
+		mu.Lock()
+		if closed {
+			mu.Unlock()
+			sess.Close()
+			return
+		}
+		defer mu.Unlock()
 		wg.Go(func() {
 			defer sess.Close()
 			for {
@@ -100,7 +115,13 @@ func vectorServer(t *testing.T) (string, <-chan http.Header) {
 			}
 		})
 	}))
-	t.Cleanup(func() { hs.Close(); wg.Wait() })
+	t.Cleanup(func() {
+		hs.Close()
+		mu.Lock()
+		closed = true
+		mu.Unlock()
+		wg.Wait()
+	})
 	return "ws" + strings.TrimPrefix(hs.URL, "http"), hdrs
 }
 
