@@ -23,6 +23,10 @@ type UpstreamError struct {
 	StatusCode int
 	Header     http.Header
 	Message    string
+	// Body, when not nil, is answered downstream as is, with Header's
+	// Content-Type (an apiserver's metav1.Status, which clients decode),
+	// instead of Message as plain text.
+	Body []byte
 }
 
 func (e *UpstreamError) Error() string {
@@ -55,6 +59,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &ue) && ue.StatusCode >= 400 {
 			if v := ue.Header.Values(k8shttpstream.HeaderAcceptedProtocolVersions); len(v) > 0 {
 				w.Header()[k8shttpstream.HeaderAcceptedProtocolVersions] = v
+			}
+			if ue.Body != nil {
+				w.Header().Set("Content-Type", ue.Header.Get("Content-Type"))
+				w.Header().Set("X-Content-Type-Options", "nosniff")
+				w.WriteHeader(ue.StatusCode)
+				_, _ = w.Write(ue.Body)
+				return
 			}
 			http.Error(w, ue.Message, ue.StatusCode)
 			return

@@ -214,6 +214,8 @@ func TestBadInputs(t *testing.T) {
 		{"bad log format", []string{"--log-format", "xml", "version"}, exitUsage, []string{"--log-format"}},
 		{"bad buffer size", []string{"tunnel", "serve", "--listen", "127.0.0.1:0", "--allow", "127.0.0.1:1", "--token-file", tok,
 			"--max-buffer-per-caller", "12XB"}, exitUsage, []string{"--max-buffer-per-caller", "64MiB"}},
+		{"gateway token without user", []string{"gateway", "--listen", "127.0.0.1:0", "--token-file", tok, "--kubeconfig", tok},
+			exitUsage, []string{"--token-file", "has no user", "TOKEN,USER", "--impersonate=false"}},
 		{"negative stream limit", []string{"gateway", "--listen", "127.0.0.1:0", "--token-file", tok, "--max-streams", "-1"},
 			exitUsage, []string{"--max-streams"}},
 		{"403 from a server that does not speak wsmux", []string{"tunnel", "forward", "--server", forbidden.URL, "--token-file", tok, "0:127.0.0.1:1"},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/x509"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
@@ -14,6 +15,8 @@ import (
 func newGatewayCmd(a *app) *cobra.Command {
 	var sf serverFlags
 	var clientCA, kubeconfig, kubeContext, upstream string
+	var impersonate bool
+	var reloadEvery time.Duration
 	var lf limitFlags
 	c := &cobra.Command{
 		Use:   "gateway --listen ADDR --token-file FILE [--client-ca CA] --kubeconfig FILE",
@@ -29,11 +32,17 @@ authenticate the caller, and forward the session to the cluster with the
 kubeconfig's credentials (SPDY by default, as every apiserver speaks it; wsmux
 with --upstream wsmux). Callers never see the cluster credentials and the
 cluster never sees the callers' tokens; the query string (command, container,
-stdin, tty...) is passed through, so the cluster's RBAC for the kubeconfig's
-identity is what limits what callers can do.
+stdin, tty...) is passed through, and every upstream request impersonates
+the caller (Impersonate-User/-Uid/-Group; --impersonate=false turns it off),
+so the cluster's RBAC decides what each caller may do.
 
-Authentication: "Authorization: Bearer TOKEN" with a token from --token-file
-(compared in constant time), or, with --client-ca (needs --tls-cert), a TLS
+Authentication: "Authorization: Bearer TOKEN" with a token from --token-file,
+in kube-apiserver's static token format, one per line:
+
+  TOKEN,USER[,UID[,"GROUP1,GROUP2"]]
+
+(compared in constant time; reloaded on SIGHUP and when the file changes, a
+file that does not parse keeps the previous tokens), or, with --client-ca (needs --tls-cert), a TLS
 client certificate signed by that CA (a presented certificate that does not
 verify is rejected even with a valid token). Unauthenticated requests get 401,
 malformed paths and non-upgrade requests 400, each with a plain-text body
@@ -62,11 +71,18 @@ finish for --shutdown-timeout, then close what is left.`,
 			if err := sf.validate(); err != nil {
 				return err
 			}
-			var tokens []string
+			var tokens []auth.Token
 			if sf.tokenFile != "" {
-				t, err := readTokens(sf.tokenFile)
+				t, err := auth.ReadTokenFile(sf.tokenFile)
 				if err != nil {
-					return err
+					return usageErrorf("--token-file: %v", err)
+				}
+				if impersonate {
+					for _, tk := range t {
+						if tk.User.Name == "" {
+							return usageErrorf("--token-file %s: a token has no user; the gateway acts as each caller's user (impersonation): write lines as TOKEN,USER[,UID[,\"GROUP1,GROUP2\"]], or pass --impersonate=false to let every caller act as the gateway's own identity", sf.tokenFile)
+						}
+					}
 				}
 				tokens = t
 			}
@@ -82,8 +98,16 @@ finish for --shutdown-timeout, then close what is left.`,
 			if err != nil {
 				return usageErrorf("--kubeconfig: %v: pass a kubeconfig for the cluster (or run in a pod)", err)
 			}
+			authn := auth.NewWithUsers(tokens, pool)
+			if sf.tokenFile != "" && reloadEvery > 0 {
+				rl := &auth.TokenFileReloader{Path: sf.tokenFile, Auth: authn, Log: a.log}
+				_ = rl.Reload() // read above; this records the file's state
+				stop := make(chan struct{})
+				defer close(stop)
+				go rl.Watch(stop, reloadEvery)
+			}
 			g, err := gateway.New(gateway.Config{
-				Auth: auth.New(tokens, pool), Cluster: cluster, Upstream: upstream, Limits: lf.limits(),
+				Auth: authn, Impersonate: impersonate, Cluster: cluster, Upstream: upstream, Limits: lf.limits(),
 				DrainTimeout: drainBound(sf.shutdownTimeout), Logger: a.log,
 			})
 			if err != nil {
@@ -98,6 +122,8 @@ finish for --shutdown-timeout, then close what is left.`,
 	fl.StringVar(&clientCA, "client-ca", "", "PEM CA bundle: accept TLS client certificates it signs (needs --tls-cert)")
 	fl.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig with the cluster and the credentials to reach it (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fl.StringVar(&kubeContext, "context", "", "kubeconfig context to use (default: its current context)")
+	fl.BoolVar(&impersonate, "impersonate", true, "act upstream as each caller (Impersonate-User/-Uid/-Group), so the cluster's RBAC decides; false: every caller acts as the gateway's identity")
+	fl.DurationVar(&reloadEvery, "token-file-check", 2*time.Second, "how often to check --token-file for changes and reload it (SIGHUP reloads at once; 0: never)")
 	fl.StringVar(&upstream, "upstream", gateway.UpstreamSPDY, "protocol spoken to the cluster: spdy or wsmux")
 	lf.register(c, false)
 	return c

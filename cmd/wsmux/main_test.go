@@ -227,9 +227,10 @@ func waitHTTP(t testing.TB, url string) {
 func TestGatewayAndClientCommands(t *testing.T) {
 	cl := clustertest.Start(t)
 	kubeconfig := writeFile(t, "kubeconfig", cl.Kubeconfig())
+	gatewayTokens := writeFile(t, "gateway-tokens", "caller,alice,1,dev\n")
 	tokens := writeFile(t, "tokens", "caller\n")
 	addr := freeAddr(t)
-	stopGateway := background(t, "gateway", "--listen", addr, "--token-file", tokens, "--kubeconfig", kubeconfig)
+	stopGateway := background(t, "gateway", "--listen", addr, "--token-file", gatewayTokens, "--kubeconfig", kubeconfig)
 	server := "http://" + addr
 	waitHTTP(t, server+"/healthz")
 

@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // Failure reasons, as logged and as the auth_failures metric's label.
@@ -28,22 +29,28 @@ const (
 // Authenticator checks a request's credentials. The zero value rejects
 // everything.
 type Authenticator struct {
-	// digests are SHA-256 digests of the accepted tokens: comparing
-	// fixed-size digests in constant time leaks neither a token's bytes nor
-	// its length.
-	digests [][sha256.Size]byte
+	// tokens are the accepted tokens (replaced atomically on reload).
+	tokens atomic.Pointer[tokenSet]
 	// clientCAs, when set, accepts TLS client certificates they sign.
 	clientCAs *x509.CertPool
+}
+
+// tokenSet holds SHA-256 digests of the accepted tokens (comparing
+// fixed-size digests in constant time leaks neither a token's bytes nor its
+// length) and the user of each.
+type tokenSet struct {
+	digests [][sha256.Size]byte
+	users   []User
 }
 
 // New returns an Authenticator accepting tokens and, when clientCAs is not
 // nil, client certificates it verifies.
 func New(tokens []string, clientCAs *x509.CertPool) *Authenticator {
-	a := &Authenticator{clientCAs: clientCAs}
-	for _, t := range tokens {
-		a.digests = append(a.digests, sha256.Sum256([]byte(t)))
+	ts := make([]Token, len(tokens))
+	for i, t := range tokens {
+		ts[i] = Token{Token: t}
 	}
-	return a
+	return NewWithUsers(ts, clientCAs)
 }
 
 // Error is an authentication failure: Reason is one of the Reason
@@ -62,6 +69,14 @@ func (e *Error) Error() string { return "unauthorized: " + e.Detail }
 // client certificate that does not verify is rejected even if a token is
 // present, so a misconfigured client learns why.
 func (a *Authenticator) Authenticate(r *http.Request) (string, error) {
+	u, err := a.Identify(r)
+	return u.ID, err
+}
+
+// Identify authenticates as Authenticate does and returns the caller's
+// User: a token's from the token file, a client certificate's subject
+// (CN the name, O the groups).
+func (a *Authenticator) Identify(r *http.Request) (User, error) {
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && a.clientCAs != nil {
 		leaf := r.TLS.PeerCertificates[0]
 		inter := x509.NewCertPool()
@@ -74,33 +89,40 @@ func (a *Authenticator) Authenticate(r *http.Request) (string, error) {
 			KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		})
 		if err != nil {
-			return "", &Error{Reason: ReasonBadCert, Detail: "client certificate rejected: " + err.Error()}
+			return User{}, &Error{Reason: ReasonBadCert, Detail: "client certificate rejected: " + err.Error()}
 		}
-		return "cert:" + leaf.Subject.CommonName, nil
+		return User{ID: "cert:" + leaf.Subject.CommonName, Name: leaf.Subject.CommonName,
+			Groups: append([]string(nil), leaf.Subject.Organization...)}, nil
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return "", &Error{Reason: ReasonMissing, Detail: "no bearer token (Authorization header) and no client certificate"}
+		return User{}, &Error{Reason: ReasonMissing, Detail: "no bearer token (Authorization header) and no client certificate"}
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		return "", &Error{Reason: ReasonBadRequest, Detail: "Authorization header is not \"Bearer <token>\""}
+		return User{}, &Error{Reason: ReasonBadRequest, Detail: "Authorization header is not \"Bearer <token>\""}
 	}
-	n := a.tokenIndex(strings.TrimSpace(tok))
+	ts := a.tokens.Load()
+	n := ts.index(strings.TrimSpace(tok))
 	if n == 0 {
-		return "", &Error{Reason: ReasonBadToken, Detail: "invalid bearer token"}
+		return User{}, &Error{Reason: ReasonBadToken, Detail: "invalid bearer token"}
 	}
-	return "token#" + strconv.Itoa(n), nil
+	u := ts.users[n-1]
+	u.ID = "token#" + strconv.Itoa(n)
+	return u, nil
 }
 
 // tokenIndex compares tok with every accepted token in constant time (no
 // early exit on a match either) and returns the position of the first
 // match from 1, or 0.
-func (a *Authenticator) tokenIndex(tok string) int {
+func (ts *tokenSet) index(tok string) int {
+	if ts == nil {
+		return 0
+	}
 	d := sha256.Sum256([]byte(tok))
 	idx := 0
-	for i := range a.digests {
-		eq := subtle.ConstantTimeCompare(d[:], a.digests[i][:])
+	for i := range ts.digests {
+		eq := subtle.ConstantTimeCompare(d[:], ts.digests[i][:])
 		first := eq & subtle.ConstantTimeEq(int32(idx), 0)
 		idx = subtle.ConstantTimeSelect(first, i+1, idx)
 	}

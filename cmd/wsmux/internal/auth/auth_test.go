@@ -70,3 +70,37 @@ func TestReject(t *testing.T) {
 		t.Fatalf("%d %q %q", w.Code, w.Header(), w.Body.String())
 	}
 }
+
+func TestParseTokens(t *testing.T) {
+	toks, err := ParseTokens("f", []byte("# c\nt1,alice,u1,\"a,b\"\n t2 , bob \nt3\n\nt4,carol,,ops\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Token{
+		{"t1", User{Name: "alice", UID: "u1", Groups: []string{"a", "b"}}},
+		{"t2", User{Name: "bob"}},
+		{"t3", User{}},
+		{"t4", User{Name: "carol", Groups: []string{"ops"}}},
+	}
+	if len(toks) != len(want) {
+		t.Fatalf("%+v", toks)
+	}
+	for i := range want {
+		g, w := toks[i], want[i]
+		if g.Token != w.Token || g.User.Name != w.User.Name || g.User.UID != w.User.UID || strings.Join(g.User.Groups, "|") != strings.Join(w.User.Groups, "|") {
+			t.Errorf("line %d: %+v, want %+v", i, g, w)
+		}
+	}
+	for _, bad := range []string{"", "# only\n", "a,b,c,d,e\n", "t,\n", "t1,x\nt1,y\n", "\"unterminated\n"} {
+		if _, err := ParseTokens("f", []byte(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	a := NewWithUsers(toks, nil)
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("Authorization", "Bearer t4")
+	u, err := a.Identify(r)
+	if err != nil || u.ID != "token#4" || u.Name != "carol" || u.Groups[0] != "ops" {
+		t.Fatalf("%+v %v", u, err)
+	}
+}

@@ -10,6 +10,7 @@ package clustertest
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -43,6 +44,74 @@ type Cluster struct {
 	requests int      // authenticated upgrade requests
 	authSeen []string // every Authorization header received
 	resizes  []crrc.TerminalSize
+	rbac     map[string][]string // subject -> namespaces; nil: all allowed
+	imps     []Impersonation
+}
+
+// Impersonation is the Impersonate-* headers of one request (none: the
+// request acted as the gateway itself).
+type Impersonation struct {
+	User, UID string
+	Groups    []string
+	Path      string
+}
+
+// SetRBAC installs a tiny RBAC: impersonated requests are allowed in the
+// namespaces listed for their user ("alice") or one of their groups
+// ("group:dev"); "*" allows every namespace. Requests without
+// impersonation act as the gateway, which may do everything.
+func (c *Cluster) SetRBAC(rules map[string][]string) {
+	c.mu.Lock()
+	c.rbac = rules
+	c.mu.Unlock()
+}
+
+// Impersonations returns the Impersonate-* headers of every authenticated
+// request, in order.
+func (c *Cluster) Impersonations() []Impersonation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Impersonation(nil), c.imps...)
+}
+
+// authorize records r's impersonation and decides it; the reason is the
+// apiserver's kind of message for a denial.
+func (c *Cluster) authorize(r *http.Request, ns, resource string) (bool, string) {
+	im := Impersonation{User: r.Header.Get("Impersonate-User"), UID: r.Header.Get("Impersonate-Uid"),
+		Groups: r.Header.Values("Impersonate-Group"), Path: r.URL.Path}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.imps = append(c.imps, im)
+	if im.User == "" && (im.UID != "" || len(im.Groups) > 0) {
+		return false, "requested impersonation of groups or uid without impersonating a user"
+	}
+	if im.User == "" || c.rbac == nil {
+		return true, ""
+	}
+	subjects := []string{im.User}
+	for _, g := range im.Groups {
+		subjects = append(subjects, "group:"+g)
+	}
+	for _, s := range subjects {
+		for _, n := range c.rbac[s] {
+			if n == "*" || n == ns {
+				return true, ""
+			}
+		}
+	}
+	return false, fmt.Sprintf("User %q cannot get resource %q in API group \"\" in the namespace %q", im.User, resource, ns)
+}
+
+// forbidden answers 403 with a metav1.Status, as the apiserver does.
+func forbidden(w http.ResponseWriter, name, resource, reason string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusForbidden)
+	b, _ := json.Marshal(map[string]any{
+		"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{}, "status": "Failure",
+		"message": fmt.Sprintf("%s %q is forbidden: %s", resource, name, reason),
+		"reason":  "Forbidden", "details": map[string]any{"name": name, "kind": resource}, "code": 403,
+	})
+	_, _ = w.Write(b)
 }
 
 // Stats returns how many authenticated upgrade requests arrived and every
@@ -77,6 +146,10 @@ func Start(t testing.TB) *Cluster {
 			return
 		}
 		pod := p[5]
+		if ok, why := c.authorize(r, p[3], "pods/"+p[6]); !ok {
+			forbidden(w, pod, "pods", why)
+			return
+		}
 		switch p[6] {
 		case "exec", "attach":
 			// The apiserver's query (stdin=true...) in the kubelet's terms.

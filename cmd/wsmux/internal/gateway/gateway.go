@@ -7,6 +7,8 @@
 package gateway
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +41,14 @@ const (
 type Config struct {
 	// Auth authenticates callers (tokens and/or client certificates).
 	Auth *auth.Authenticator
+	// Impersonate makes every upstream request act as the caller
+	// (Impersonate-User, -Uid, -Group headers with the caller's user from
+	// the token file or client certificate), so that the cluster's RBAC
+	// decides what each caller may do; callers without a user name are
+	// refused (403). The gateway's own identity needs the "impersonate"
+	// verb on users, groups and uids. Off: every caller acts as the
+	// gateway's identity.
+	Impersonate bool
 	// Cluster is the upstream: the apiserver (or a kubelet) and the
 	// credentials to reach it, typically from a kubeconfig.
 	Cluster *rest.Config
@@ -164,8 +174,35 @@ func isSPDYUpgrade(r *http.Request) bool {
 	return false
 }
 
+// userKey carries the caller's auth.User in a request's context.
+type userKey struct{}
+
+// callerOf returns the caller stored by serveStreaming.
+func callerOf(r *http.Request) auth.User {
+	u, _ := r.Context().Value(userKey{}).(auth.User)
+	return u
+}
+
+// forbidden answers 403 with a metav1.Status body (what kubectl and
+// client-go decode) and a log line.
+func (g *Gateway) forbidden(w http.ResponseWriter, r *http.Request, u auth.User, msg string) {
+	g.m.BadRequests.WithLabelValues("forbidden").Inc()
+	g.log.Warn("gateway: refused: "+msg, "remote", r.RemoteAddr, "caller", u.ID, "user", u.Name, "path", r.URL.Path)
+	writeStatus(w, http.StatusForbidden, "Forbidden", "wsmux gateway: "+msg)
+}
+
+func writeStatus(w http.ResponseWriter, code int, reason, msg string) {
+	b, _ := json.Marshal(map[string]any{"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{},
+		"status": "Failure", "message": msg, "reason": reason, "code": code})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
 func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
-	who, err := g.cfg.Auth.Authenticate(r)
+	user, err := g.cfg.Auth.Identify(r)
+	who := user.ID
 	if err != nil {
 		reason := auth.ReasonMissing
 		var ae *auth.Error
@@ -177,6 +214,11 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		auth.Reject(w, err)
 		return
 	}
+	if g.cfg.Impersonate && user.Name == "" {
+		g.forbidden(w, r, user, "this credential has no user to act as: give the token a user in the token file (TOKEN,USER[,UID[,\"GROUPS\"]])")
+		return
+	}
+	r = r.WithContext(context.WithValue(r.Context(), userKey{}, user))
 	t, ok := ParsePath(r.URL.Path)
 	if !ok {
 		g.badRequest(w, r, "bad_path", "path must be /api/v1/namespaces/{namespace}/pods/{pod}/exec, /attach or /portforward")
@@ -198,7 +240,7 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		g.badRequest(w, r, "no_protocol", "missing "+k8shttpstream.HeaderProtocolVersion+" header")
 		return
 	}
-	log := g.log.With("remote", r.RemoteAddr, "caller", who, "namespace", t.Namespace, "pod", t.Pod,
+	log := g.log.With("remote", r.RemoteAddr, "caller", who, "user", user.Name, "namespace", t.Namespace, "pod", t.Pod,
 		"subresource", t.Subresource, "protocol", proto)
 	release, err := g.lim.AcquireSession(who)
 	if err == nil {
@@ -268,6 +310,22 @@ func (g *Gateway) upstreamURL(r *http.Request) string {
 	return u.String()
 }
 
+// setImpersonation replaces every Impersonate-* header with the caller's.
+func setImpersonation(h http.Header, u auth.User) {
+	for k := range h {
+		if strings.HasPrefix(strings.ToLower(k), "impersonate-") {
+			delete(h, k)
+		}
+	}
+	h.Set("Impersonate-User", u.Name)
+	if u.UID != "" {
+		h.Set("Impersonate-Uid", u.UID)
+	}
+	for _, gr := range u.Groups {
+		h.Add("Impersonate-Group", gr)
+	}
+}
+
 // dialUpstream opens the upstream connection with the cluster's
 // credentials. Only the stream protocol versions are taken from the
 // caller's request: its Authorization and other headers stay here.
@@ -307,6 +365,9 @@ func (g *Gateway) dialUpstream(r *http.Request, protocols []string) (k8shttpstre
 	for _, p := range protocols {
 		req.Header.Add(k8shttpstream.HeaderProtocolVersion, p)
 	}
+	if g.cfg.Impersonate {
+		setImpersonation(req.Header, callerOf(r))
+	}
 	resp, err := authRT.RoundTrip(req)
 	if err != nil {
 		g.log.Error("gateway: upstream unreachable", "url", req.URL.Redacted(), "error", err)
@@ -327,7 +388,11 @@ func (g *Gateway) dialUpstream(r *http.Request, protocols []string) (k8shttpstre
 			status = http.StatusBadGateway
 			msg = "the cluster rejected the gateway's credentials (401): " + msg
 		}
-		return nil, "", &bridge.UpstreamError{StatusCode: status, Header: resp.Header, Message: "upstream: " + msg}
+		ue := &bridge.UpstreamError{StatusCode: status, Header: resp.Header, Message: "upstream: " + msg}
+		if status == resp.StatusCode && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			ue.Body = body // a metav1.Status: clients decode it
+		}
+		return nil, "", ue
 	}
 	conn, err := newConn(resp)
 	if err != nil {

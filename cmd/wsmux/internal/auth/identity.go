@@ -1,0 +1,190 @@
+package auth
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// User is who a caller is, as the cluster should see it: the gateway
+// impersonates it (Impersonate-User, -Uid, -Group) so the cluster's RBAC
+// decides what it may do.
+type User struct {
+	// ID names the credential in logs and per-caller limits: "token#N" (the
+	// token's line among the file's tokens, from 1) or "cert:CN".
+	ID string
+	// Name is the user name to impersonate; empty for a token file line
+	// that has only a token (no identity: the gateway's own).
+	Name   string
+	UID    string
+	Groups []string
+}
+
+// Token is one line of a token file.
+type Token struct {
+	Token string
+	User  User
+}
+
+// ParseTokens parses a token file in kube-apiserver's static token format,
+//
+//	token,user,uid,"group1,group2"
+//
+// (uid and groups optional; the groups field is one CSV field, quoted when
+// it holds commas). A line with a token only (no comma) is accepted too,
+// without an identity. Blank lines and lines starting with # are ignored.
+// At least one token is required.
+func ParseTokens(name string, b []byte) ([]Token, error) {
+	var out []Token
+	seen := map[[sha256.Size]byte]int{}
+	lines := bytes.Split(b, []byte("\n"))
+	for i, raw := range lines {
+		l := strings.TrimSpace(string(raw))
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		r := csv.NewReader(strings.NewReader(l))
+		r.FieldsPerRecord = -1
+		r.TrimLeadingSpace = true
+		rec, err := r.Read()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s:%d: %v: want TOKEN,USER[,UID[,\"GROUP1,GROUP2\"]]", name, i+1, err)
+		}
+		for j := range rec {
+			rec[j] = strings.TrimSpace(rec[j])
+		}
+		if len(rec) == 0 || rec[0] == "" {
+			return nil, fmt.Errorf("%s:%d: empty token: want TOKEN,USER[,UID[,\"GROUP1,GROUP2\"]]", name, i+1)
+		}
+		if len(rec) > 4 {
+			return nil, fmt.Errorf("%s:%d: %d fields: want TOKEN,USER[,UID[,\"GROUP1,GROUP2\"]] (quote the groups)", name, i+1, len(rec))
+		}
+		tk := Token{Token: rec[0]}
+		d := sha256.Sum256([]byte(rec[0]))
+		if prev, dup := seen[d]; dup {
+			return nil, fmt.Errorf("%s:%d: the same token as line %d: every token must be unique", name, i+1, prev)
+		}
+		seen[d] = i + 1
+		if len(rec) > 1 {
+			if rec[1] == "" {
+				return nil, fmt.Errorf("%s:%d: empty user name", name, i+1)
+			}
+			tk.User.Name = rec[1]
+		}
+		if len(rec) > 2 {
+			tk.User.UID = rec[2]
+		}
+		if len(rec) > 3 {
+			for g := range strings.SplitSeq(rec[3], ",") {
+				if g = strings.TrimSpace(g); g != "" {
+					tk.User.Groups = append(tk.User.Groups, g)
+				}
+			}
+		}
+		out = append(out, tk)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no token in file", name)
+	}
+	return out, nil
+}
+
+// ReadTokenFile reads and parses a token file (see ParseTokens).
+func ReadTokenFile(path string) ([]Token, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTokens(path, b)
+}
+
+// NewWithUsers returns an Authenticator accepting the given tokens (with
+// their users) and, when clientCAs is not nil, client certificates.
+func NewWithUsers(tokens []Token, clientCAs *x509.CertPool) *Authenticator {
+	a := &Authenticator{clientCAs: clientCAs}
+	a.SetTokens(tokens)
+	return a
+}
+
+// SetTokens replaces the accepted tokens atomically: requests already
+// authenticated keep their identity, later ones see the new set.
+func (a *Authenticator) SetTokens(tokens []Token) {
+	ts := &tokenSet{}
+	for _, t := range tokens {
+		ts.digests = append(ts.digests, sha256.Sum256([]byte(t.Token)))
+		ts.users = append(ts.users, t.User)
+	}
+	a.tokens.Store(ts)
+}
+
+// TokenFileReloader keeps an Authenticator's tokens in step with a file:
+// Reload re-reads it; a file that does not parse keeps the old tokens (and
+// Reload says why).
+type TokenFileReloader struct {
+	Path string
+	Auth *Authenticator
+	Log  *slog.Logger
+
+	last os.FileInfo
+}
+
+// Reload re-reads the file and installs its tokens.
+func (r *TokenFileReloader) Reload() error {
+	fi, _ := os.Stat(r.Path)
+	toks, err := ReadTokenFile(r.Path)
+	if err != nil {
+		if r.Log != nil {
+			r.Log.Error("auth: token file not reloaded; keeping the previous tokens: fix the file and save it again (or send SIGHUP)", "file", r.Path, "error", err)
+		}
+		r.last = fi
+		return err
+	}
+	r.Auth.SetTokens(toks)
+	r.last = fi
+	if r.Log != nil {
+		r.Log.Info("auth: token file loaded", "file", r.Path, "tokens", len(toks))
+	}
+	return nil
+}
+
+// changed reports whether the file's size or modification time changed
+// since the last Reload.
+func (r *TokenFileReloader) changed() bool {
+	fi, err := os.Stat(r.Path)
+	if err != nil || r.last == nil {
+		return err == nil && r.last == nil
+	}
+	return fi.Size() != r.last.Size() || !fi.ModTime().Equal(r.last.ModTime())
+}
+
+// Watch reloads on SIGHUP and when the file changes (checked every
+// interval) until stop is closed.
+func (r *TokenFileReloader) Watch(stop <-chan struct{}, interval time.Duration) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-hup:
+			_ = r.Reload()
+		case <-tick.C:
+			if r.changed() {
+				_ = r.Reload()
+			}
+		}
+	}
+}
