@@ -384,7 +384,7 @@ func (s *Session) finish(writeFailed bool) {
 	peerClosed := e.ClosedByPeer()
 	reason := ""
 	if serr.Err != nil && !serr.Remote {
-		reason = truncText(serr.Err.Error(), 120)
+		reason = engine.TruncText(serr.Err.Error(), 120)
 	}
 	closeBy := e.CloseBy()
 	s.unlock()
@@ -459,21 +459,6 @@ func (s *Session) handlerWorker() {
 		e.HandlerDone(rec, err, s.now())
 		s.unlock()
 	}
-}
-
-// truncText cuts s to at most n bytes, not inside a UTF-8 sequence.
-func truncText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && s[len(s)-1]&0xC0 == 0x80 {
-		s = s[:len(s)-1]
-	}
-	if len(s) > 0 && s[len(s)-1] >= 0xC0 {
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 // notify does a non-blocking send on a capacity-1 channel.

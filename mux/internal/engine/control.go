@@ -4,9 +4,14 @@ import (
 	"errors"
 	"time"
 
+	"github.com/wsmux/wsmux/flow"
 	"github.com/wsmux/wsmux/frame"
 )
 
+// The control frames a session queues (resets, acknowledgements, credit)
+// and the credit it returns as the application reads.
+
+// pushUrgent queues an urgent frame; peer-induced ones are bounded.
 func (e *Engine) pushUrgent(ent ctrl) {
 	if ent.peer {
 		if e.peerUrg >= maxUrgent {
@@ -20,7 +25,7 @@ func (e *Engine) pushUrgent(ent ctrl) {
 }
 
 func (e *Engine) queueRST(id uint32, code frame.ErrorCode, reason string, peer bool) {
-	e.pushUrgent(ctrl{typ: frame.TypeRSTStream, id: id, arg: uint32(code), text: truncText(reason, frame.MaxReasonLen), peer: peer})
+	e.pushUrgent(ctrl{typ: frame.TypeRSTStream, id: id, arg: uint32(code), text: TruncText(reason, frame.MaxReasonLen), peer: peer})
 }
 
 func (e *Engine) queueAck(st *Stream) {
@@ -90,3 +95,12 @@ func (e *Engine) consumed(st *Stream, n int, now time.Duration) {
 	}
 	e.queueSessionWU(e.sessRecv.Consume(n, now, e.srtt))
 }
+
+// sendCredit is the credit the peer granted us (flow.Sender: grants,
+// and the debt a lowered initial window leaves).
+type sendCredit struct {
+	flow.Sender
+}
+
+// avail returns the bytes that may be sent now.
+func (s *sendCredit) avail() int { return int(min(s.Available(), 1<<30)) }

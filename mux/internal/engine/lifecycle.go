@@ -56,7 +56,7 @@ func (e *Engine) die(se *SessionError, goaway, flush bool) {
 	if goaway && !e.noGoAway {
 		text := ""
 		if se.Err != nil && !se.Remote {
-			text = truncText(se.Err.Error(), frame.MaxDebugLen)
+			text = TruncText(se.Err.Error(), frame.MaxDebugLen)
 		}
 		e.urgent.push(ctrl{typ: frame.TypeGoAway, id: e.lastPeerID, arg: uint32(se.Code), text: text})
 		e.goawaySent = true
@@ -67,7 +67,7 @@ func (e *Engine) die(se *SessionError, goaway, flush bool) {
 			if st.flushing && !quiet {
 				// Reset with data still queued: the data is dropped,
 				// the reset still goes out.
-				e.urgent.push(ctrl{typ: frame.TypeRSTStream, id: st.id, arg: uint32(st.resetErr.Code), text: truncText(st.resetErr.Reason, frame.MaxReasonLen)})
+				e.urgent.push(ctrl{typ: frame.TypeRSTStream, id: st.id, arg: uint32(st.resetErr.Code), text: TruncText(st.resetErr.Reason, frame.MaxReasonLen)})
 			}
 			e.unlink(st)
 			e.txQueued -= st.txq.Len()
@@ -87,7 +87,8 @@ func (e *Engine) die(se *SessionError, goaway, flush bool) {
 	e.wake()
 }
 
-func truncText(s string, n int) string {
+// TruncText cuts s to at most n bytes, not inside a UTF-8 sequence.
+func TruncText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

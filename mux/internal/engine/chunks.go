@@ -1,18 +1,6 @@
 package engine
 
-import (
-	"github.com/wsmux/wsmux/flow"
-	"github.com/wsmux/wsmux/mux/internal/pool"
-)
-
-// sendCredit is the credit the peer granted us (flow.Sender: grants,
-// and the debt a lowered initial window leaves).
-type sendCredit struct {
-	flow.Sender
-}
-
-// avail returns the bytes that may be sent now.
-func (s *sendCredit) avail() int { return int(min(s.Available(), 1<<30)) }
+import "github.com/wsmux/wsmux/mux/internal/pool"
 
 // chunkQueue is a FIFO of bytes held in pooled chunks of pool.ChunkSize: a
 // stream's receive buffer or send queue. Chunks are taken when bytes arrive
