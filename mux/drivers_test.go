@@ -46,3 +46,43 @@ func TestDriverValidate(t *testing.T) {
 	require.Equal(t, "unknown", Driver(9).String())
 	require.Equal(t, DriverFastPaths, DriverFastPaths.resolve())
 }
+
+// A Read whose buffer has room beyond its length (a LimitReader's last
+// Read, p[:n] of a larger buffer) returns at most len(p) bytes, on every
+// driver, though DATA goes straight into a waiting Read's buffer.
+func TestReadNeverPastLen(t *testing.T) {
+	for _, d := range []Driver{DriverGoroutines, DriverFastPaths} {
+		t.Run(d.String(), func(t *testing.T) {
+			cfg := &Config{Driver: d}
+			cs, ss := tcpPair(t, cfg, cfg)
+			a, b := openPair(t, cs, ss)
+			data := make([]byte, 64<<10)
+			for i := range data {
+				data[i] = byte(i * 7)
+			}
+			go func() {
+				for range 16 {
+					if _, err := a.Write(data); err != nil {
+						return
+					}
+				}
+				_ = a.CloseWrite()
+			}()
+			buf := make([]byte, 4096)
+			var got []byte
+			for {
+				n, err := b.Read(buf[:10]) // cap 4096, len 10
+				require.LessOrEqual(t, n, 10)
+				got = append(got, buf[:n]...)
+				if err == io.EOF {
+					break
+				}
+				require.NoError(t, err)
+			}
+			require.Len(t, got, 16*len(data))
+			for i := range 16 {
+				require.Equal(t, data, got[i*len(data):(i+1)*len(data)])
+			}
+		})
+	}
+}

@@ -118,7 +118,7 @@ func (e *Engine) Lend(st *Stream, p []byte) bool {
 	if st.rdBuf != nil {
 		return false
 	}
-	st.rdBuf = p[:0]
+	st.rdBuf = p[:0:len(p)] // never past len(p): Read returns at most len(p) bytes
 	return true
 }
 
