@@ -8,7 +8,7 @@ import (
 )
 
 // TestStreamSize keeps an idle stream within its size class: IdleStreams
-// (issue 5) promises at most 1 KiB of heap per idle stream, both ends
+// (a target in docs/performance.md) promises at most 1 KiB of heap per idle stream, both ends
 // counted, and a Stream of up to 416 bytes (a malloc size class) leaves
 // room for its table entry. A new field that crosses the class shows here.
 func TestStreamSize(t *testing.T) {

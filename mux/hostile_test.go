@@ -18,7 +18,7 @@ import (
 	"github.com/wsmux/wsmux/mux/internal/wsio"
 )
 
-// Hostile peers (issue 3 item 7, research/protocol.md 6.8). The one-message
+// Hostile peers (docs/spec/wsmux-v1.md section 11). The one-message
 // violations are rows of TestPeerViolations (violation_test.go); the tests
 // here need time, work accounting, or a peer that does not read:
 //

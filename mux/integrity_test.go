@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Integrity (issue 3, "must show"): integrityStreams concurrent streams,
+// Integrity: integrityStreams concurrent streams,
 // each sending integritySize bytes both ways at once (full duplex, not an
 // echo), sha256 verified on both ends of every stream. integritySize is
 // 4 MiB without the race detector and smaller under it (race_test.go).

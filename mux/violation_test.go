@@ -57,7 +57,7 @@ func repeatFrames(n int, f func(dst []byte) []byte) []byte {
 	return b
 }
 
-// TestPeerViolations is the hostile-peer table (research/protocol.md 6.8):
+// TestPeerViolations is the hostile-peer table (docs/spec/wsmux-v1.md section 11):
 // each row is a raw peer that speaks bytes, not the mux, and breaks one
 // rule. Every row ends the session with the documented code in Err (local),
 // a GOAWAY with that code is the last frame on the wire, the WebSocket

@@ -148,7 +148,7 @@ func silentListener(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestBadInputs is issue 19's table: every bad input, its exit code and
+// TestBadInputs is the table of bad inputs: every bad input, its exit code and
 // what the message must say. None of them may reach the server when the
 // mistake is in the arguments (dialled counts the connections it got).
 func TestBadInputs(t *testing.T) {
@@ -264,7 +264,7 @@ func TestBadInputs(t *testing.T) {
 	}
 }
 
-// TestSecondSignalStopsAtOnce is issue 19's second bug, with real signals:
+// TestSecondSignalStopsAtOnce: a second signal stops at once, with real signals:
 // a server and a forwarder, each with a transfer running (each with its
 // own peer, so that neither's abort ends the other's transfer first); the
 // first SIGTERM starts their drains (60 s each) and is logged by both; the
