@@ -21,8 +21,9 @@ func newGatewayCmd(a *app) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "gateway --listen ADDR --token-file FILE [--client-ca CA] --kubeconfig FILE",
 		Short: "Authenticated exec/attach/port-forward gateway in front of a Kubernetes cluster",
-		Long: `Accept wsmux upgrades (and, on the same port, legacy SPDY upgrades from today's
-kubectl/client-go) for
+		Long: `Accept wsmux upgrades, unmodified kubectl's and client-go's WebSocket
+protocols (v5.channel.k8s.io exec/attach, the SPDY/3.1+portforward.k8s.io
+port-forward tunnel) and legacy SPDY upgrades, all on the same port, for
 
   /api/v1/namespaces/{namespace}/pods/{pod}/exec
   /api/v1/namespaces/{namespace}/pods/{pod}/attach
@@ -35,6 +36,10 @@ cluster never sees the callers' tokens; the query string (command, container,
 stdin, tty...) is passed through, and every upstream request impersonates
 the caller (Impersonate-User/-Uid/-Group; --impersonate=false turns it off),
 so the cluster's RBAC decides what each caller may do.
+
+Every other request (kubectl's GET of the pod, discovery) is proxied to the
+cluster as the caller, so kubectl needs only --server, --token and
+--certificate-authority pointing at the gateway.
 
 Authentication: "Authorization: Bearer TOKEN" with a token from --token-file,
 in kube-apiserver's static token format, one per line:

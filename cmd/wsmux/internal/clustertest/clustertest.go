@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +40,9 @@ const Token = "cluster-secret"
 type Cluster struct {
 	Server   *httptest.Server
 	echoAddr string
+	// Dir is where commands other than the built-in ones run as local
+	// processes (kubectl cp's tar, for one); "" is the current directory.
+	Dir string
 
 	mu       sync.Mutex
 	requests int      // authenticated upgrade requests
@@ -139,13 +143,28 @@ func Start(t testing.TB) *Cluster {
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
-		// /api/v1/namespaces/{ns}/pods/{pod}/{subresource}
+		if serveDiscovery(w, r) {
+			return
+		}
+		// /api/v1/namespaces/{ns}/pods/{pod}[/{subresource}]
 		p := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
-		if len(p) != 7 || p[0] != "api" || p[1] != "v1" || p[2] != "namespaces" || p[4] != "pods" {
-			http.NotFound(w, r)
+		if len(p) < 6 || len(p) > 7 || p[0] != "api" || p[1] != "v1" || p[2] != "namespaces" || p[4] != "pods" {
+			notFound(w, r.URL.Path)
 			return
 		}
 		pod := p[5]
+		if len(p) == 6 {
+			if ok, why := c.authorize(r, p[3], "pods"); !ok {
+				forbidden(w, pod, "pods", why)
+				return
+			}
+			if r.Method != http.MethodGet {
+				http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+				return
+			}
+			servePod(w, p[3], pod)
+			return
+		}
 		if ok, why := c.authorize(r, p[3], "pods/"+p[6]); !ok {
 			forbidden(w, pod, "pods", why)
 			return
@@ -262,7 +281,37 @@ func (rt runtime) ExecInContainer(ctx context.Context, _, _, _ string, cmd []str
 		_, err := io.Copy(out, in)
 		return err
 	}
-	return fmt.Errorf("unknown command %q", cmd[0])
+	return runLocal(ctx, rt.c.Dir, cmd, in, out, errw)
+}
+
+// runLocal runs cmd as a local process in dir (kubectl cp's tar, sh...).
+func runLocal(ctx context.Context, dir string, cmd []string, in io.Reader, out, errw io.Writer) error {
+	c := exec.CommandContext(ctx, cmd[0], cmd[1:]...)
+	c.Dir = dir
+	if out != nil {
+		c.Stdout = out
+	}
+	if errw != nil {
+		c.Stderr = errw
+	}
+	if in != nil {
+		// Copy stdin ourselves: exec.Cmd would wait for the copy to end,
+		// but a process may exit without reading all of its stdin.
+		w, err := c.StdinPipe()
+		if err != nil {
+			return err
+		}
+		go func() {
+			_, _ = io.Copy(w, in)
+			_ = w.Close()
+		}()
+	}
+	err := c.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.Exited() {
+		return utilexec.CodeExitError{Err: err, Code: ee.ExitCode()}
+	}
+	return err
 }
 
 // AttachContainer attaches to a "container" that echoes its stdin.

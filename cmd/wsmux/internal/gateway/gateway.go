@@ -24,6 +24,8 @@ import (
 	k8shttpstream "k8s.io/streaming/pkg/httpstream"
 	"k8s.io/streaming/pkg/httpstream/spdy"
 
+	"k8s.io/apiserver/pkg/util/proxy"
+
 	"github.com/wsmux/wsmux/adapters/bridge"
 	wsmuxhttpstream "github.com/wsmux/wsmux/adapters/httpstream"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
@@ -75,7 +77,8 @@ type Gateway struct {
 	m      *ops.Metrics
 	health ops.Health
 	lim    *ops.Limiter
-	muxCfg *mux.Config // downstream wsmux sessions
+	muxCfg *mux.Config  // downstream wsmux sessions
+	proxy  http.Handler // everything but the streaming subresources
 }
 
 // New validates cfg and returns a Gateway.
@@ -110,7 +113,7 @@ func New(cfg Config) (*Gateway, error) {
 	if g.m == nil {
 		g.m = ops.NewMetrics()
 	}
-	for _, proto := range []string{"wsmux", "spdy"} { // at 0 from the start
+	for _, proto := range []string{"wsmux", "spdy", ProtoWebSocket} { // at 0 from the start
 		for _, kind := range []string{"exec", "attach", "portforward"} {
 			g.m.Upgrades.WithLabelValues(proto, kind)
 		}
@@ -123,6 +126,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if err := g.muxCfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gateway: limits: %w", err)
+	}
+	if g.proxy, err = g.newProxy(); err != nil {
+		return nil, err
 	}
 	return g, nil
 }
@@ -221,7 +227,12 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(context.WithValue(r.Context(), userKey{}, user))
 	t, ok := ParsePath(r.URL.Path)
 	if !ok {
-		g.badRequest(w, r, "bad_path", "path must be /api/v1/namespaces/{namespace}/pods/{pod}/exec, /attach or /portforward")
+		if k8shttpstream.IsUpgradeRequest(r) {
+			g.badRequest(w, r, "bad_path", "path must be /api/v1/namespaces/{namespace}/pods/{pod}/exec, /attach or /portforward")
+			return
+		}
+		// GET of the pod, discovery...: proxied to the cluster as the caller.
+		g.proxy.ServeHTTP(w, r)
 		return
 	}
 	var up k8shttpstream.ResponseUpgrader
@@ -231,12 +242,17 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		up, proto = wsmuxhttpstream.NewResponseUpgraderWithConfig(g.muxCfg), "wsmux"
 	case k8shttpstream.IsUpgradeRequest(r) && isSPDYUpgrade(r):
 		up, proto = spdy.NewResponseUpgrader(), "spdy"
+	case t.Subresource == "portforward" && isTunnelRequest(r):
+		proto = ProtoWebSocket
+	case t.Subresource != "portforward" && isV5Request(r):
+		proto = ProtoWebSocket
 	default:
-		g.badRequest(w, r, "not_upgrade", "expected a wsmux (WebSocket, subprotocol "+mux.Subprotocol+") or SPDY/3.1 upgrade request",
-			"upgrade", r.Header.Get("Upgrade"))
+		g.badRequest(w, r, "not_upgrade", "expected a WebSocket upgrade (subprotocol "+mux.Subprotocol+
+			", v5.channel.k8s.io for exec/attach, SPDY/3.1+portforward.k8s.io for portforward) or a SPDY/3.1 upgrade request",
+			"upgrade", r.Header.Get("Upgrade"), "subprotocols", r.Header.Values("Sec-Websocket-Protocol"))
 		return
 	}
-	if len(r.Header.Values(k8shttpstream.HeaderProtocolVersion)) == 0 {
+	if up != nil && len(r.Header.Values(k8shttpstream.HeaderProtocolVersion)) == 0 {
 		g.badRequest(w, r, "no_protocol", "missing "+k8shttpstream.HeaderProtocolVersion+" header")
 		return
 	}
@@ -256,13 +272,37 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log.Info("gateway: session starting")
-	tu := &trackingUpgrader{inner: up, proto: proto, kind: t.Subresource, g: g}
+	start := time.Now()
+	var done func()
+	switch {
+	case up != nil:
+		done = g.bridge(w, r, up, proto, t.Subresource)
+	case t.Subresource == "portforward":
+		// Kubernetes' own tunnelling handler: it answers the WebSocket
+		// upgrade and hands the SPDY bytes inside to the bridge as a SPDY
+		// upgrade request.
+		proxy.NewTunnelingHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			done = g.bridge(w, r, hijackingSPDYUpgrader{}, proto, t.Subresource)
+		})).ServeHTTP(w, r)
+	default:
+		g.translate(w, r, t)
+		done = func() {}
+	}
+	if done != nil {
+		log.Info("gateway: session ended", "command", r.URL.Query()["command"], "container", r.URL.Query().Get("container"),
+			"duration", time.Since(start).Round(time.Millisecond).String())
+		done() // after the last log line: a drain waits for this
+	}
+}
+
+// bridge upgrades r with up and splices it to an upstream connection
+// opened as the caller; it returns once both are closed, with the
+// function that unregisters the session (nil if it never upgraded).
+func (g *Gateway) bridge(w http.ResponseWriter, r *http.Request, up k8shttpstream.ResponseUpgrader, proto, kind string) func() {
+	tu := &trackingUpgrader{inner: up, proto: proto, kind: kind, g: g}
 	h := &bridge.Handler{Upgrader: tu, Dial: g.dialUpstream}
 	h.ServeHTTP(w, r) // returns once both connections are closed
-	if tu.done != nil {
-		log.Info("gateway: session ended")
-		tu.done() // after the last log line: a drain waits for this
-	}
+	return tu.done
 }
 
 // trackingUpgrader registers the upgraded connection with the metrics and

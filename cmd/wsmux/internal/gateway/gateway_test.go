@@ -289,7 +289,7 @@ func TestAuthAndBadRequests(t *testing.T) {
 		{"bad path", "/api/v1/namespaces/default/pods/web-0/logs", true, 400, "path must be"},
 		{"bad namespace", "/api/v1/namespaces/Bad_NS/pods/web-0/exec", true, 400, "path must be"},
 		{"traversal", "/api/v1/namespaces/default/pods/../../secrets/exec", true, 400, "path must be"},
-		{"not an upgrade", "/api/v1/namespaces/default/pods/web-0/exec", false, 400, "expected a wsmux"},
+		{"not an upgrade", "/api/v1/namespaces/default/pods/web-0/exec", false, 400, "expected a WebSocket upgrade"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, g.srv.URL+tc.path, nil)

@@ -1,0 +1,285 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/clustertest"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
+)
+
+// kubectlEnv is a gateway (TLS, impersonating) in front of a stand-in
+// cluster, and the command line of the kubectl on this machine pointed at
+// it.
+type kubectlEnv struct {
+	*gw
+	kubectl string
+	home    string
+	ca      string
+}
+
+func startForKubectl(t *testing.T) *kubectlEnv {
+	t.Helper()
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not found in PATH: install kubectl (1.31 or later) to run the tests of unmodified kubectl through the gateway")
+	}
+	cl := clustertest.Start(t)
+	cl.SetRBAC(map[string][]string{"alice": {"a"}, "group:ops": {"*"}})
+	cl.Dir = t.TempDir()
+	log := slog.New(slog.NewTextHandler(testnet.LogWriter{T: t}, nil))
+	toks, err := auth.ParseTokens("tokens", []byte(tokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(Config{Auth: auth.NewWithUsers(toks, nil), Impersonate: true, Cluster: cl.RestConfig(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewTLSServer(g.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		g.Metrics().Sessions.Drain(ctx)
+	})
+	home := t.TempDir()
+	ca := filepath.Join(home, "ca.pem")
+	os.WriteFile(filepath.Join(home, "no-kubeconfig"), []byte("apiVersion: v1\nkind: Config\n"), 0o600)
+	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600)
+	return &kubectlEnv{gw: &gw{g: g, srv: srv, cl: cl}, kubectl: kubectl, home: home, ca: ca}
+}
+
+// cmd is kubectl with the gateway as its server and token as its
+// credentials; env adds variables (KUBECTL_..._WEBSOCKETS=false).
+func (e *kubectlEnv) cmd(ctx context.Context, token string, env []string, args ...string) *exec.Cmd {
+	full := append([]string{"--server", e.srv.URL, "--token", token, "--certificate-authority", e.ca,
+		"--kubeconfig", filepath.Join(e.home, "no-kubeconfig")}, args...)
+	c := exec.CommandContext(ctx, e.kubectl, full...)
+	c.Env = append([]string{"HOME=" + e.home, "PATH=" + os.Getenv("PATH")}, env...)
+	c.Dir = e.home
+	return c
+}
+
+func (e *kubectlEnv) run(t *testing.T, token string, env []string, stdin io.Reader, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := e.cmd(ctx, token, env, args...)
+	var out, errb bytes.Buffer
+	c.Stdin, c.Stdout, c.Stderr = stdin, &out, &errb
+	err := c.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("kubectl %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+var (
+	wsOn     []string
+	spdyOnly = []string{"KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false", "KUBECTL_PORT_FORWARD_WEBSOCKETS=false"}
+)
+
+func TestKubectlExec(t *testing.T) {
+	e := startForKubectl(t)
+	for _, mode := range []struct {
+		name  string
+		env   []string
+		proto string
+	}{{"websocket", wsOn, ProtoWebSocket}, {"spdy", spdyOnly, "spdy"}} {
+		t.Run(mode.name, func(t *testing.T) {
+			before := e.upgrades(mode.proto, "exec")
+			defer func() {
+				// No silent fallback: each exec came in with the protocol tried.
+				if n := e.upgrades(mode.proto, "exec") - before; n != 3 {
+					t.Errorf("%s exec sessions: %v, want 3", mode.proto, n)
+				}
+			}()
+			out, errOut, code := e.run(t, "alice-token", mode.env, strings.NewReader("hello kubectl"), "exec", "-i", "-n", "a", "web-0", "--", "cat")
+			if code != 0 || out != "hello kubectl" {
+				t.Fatalf("exec -i cat: exit %d, stdout %q, stderr %q", code, out, errOut)
+			}
+			out, errOut, code = e.run(t, "alice-token", mode.env, nil, "exec", "-n", "a", "web-0", "--", "exit", "7")
+			if code != 7 || out != "bye" {
+				t.Fatalf("exec exit 7: exit %d, stdout %q, stderr %q", code, out, errOut)
+			}
+			out, errOut, code = e.run(t, "alice-token", mode.env, nil, "exec", "-n", "a", "web-0", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+			if code != 3 || out != "out\n" || !strings.Contains(errOut, "err\n") {
+				t.Fatalf("exec sh: exit %d, stdout %q, stderr %q", code, out, errOut)
+			}
+			// bob may not: the cluster's 403, kubectl's exit code 1.
+			_, errOut, code = e.run(t, "bob-token", mode.env, nil, "exec", "-n", "a", "web-0", "--", "cat")
+			if code != 1 || !strings.Contains(errOut, `User "bob" cannot`) {
+				t.Fatalf("bob: exit %d, stderr %q", code, errOut)
+			}
+		})
+	}
+	for _, im := range e.cl.Impersonations() {
+		if im.User != "alice" && im.User != "bob" {
+			t.Errorf("cluster saw %+v", im)
+		}
+	}
+}
+
+func (e *kubectlEnv) upgrades(proto, kind string) float64 {
+	return ops.Value(e.g.Metrics().Upgrades.WithLabelValues(proto, kind))
+}
+
+func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+
+func TestKubectlCpAndAttach(t *testing.T) {
+	e := startForKubectl(t)
+	data := make([]byte, 32<<20)
+	rand.Read(data)
+	local := filepath.Join(e.home, "up.bin")
+	if err := os.WriteFile(local, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remoteDir := filepath.Join(e.cl.Dir, "pod-fs") // the "container's" file system
+	os.MkdirAll(remoteDir, 0o700)
+	for _, mode := range []struct {
+		name string
+		env  []string
+	}{{"websocket", wsOn}, {"spdy", spdyOnly}} {
+		t.Run(mode.name, func(t *testing.T) {
+			before := e.upgrades(mode.name, "exec") + e.upgrades(mode.name, "attach")
+			defer func() {
+				// cp: test -d?, tar up, tar down; attach: one.
+				if n := e.upgrades(mode.name, "exec") + e.upgrades(mode.name, "attach") - before; n < 3 {
+					t.Errorf("%s sessions: %v, want at least 3 (no fallback)", mode.name, n)
+				}
+			}()
+			remote := filepath.Join(remoteDir, mode.name+".bin")
+			_, errOut, code := e.run(t, "alice-token", mode.env, nil, "cp", local, "a/web-0:"+remote)
+			if code != 0 {
+				t.Fatalf("cp up: exit %d, stderr %q", code, errOut)
+			}
+			got, err := os.ReadFile(remote)
+			if err != nil || sum(got) != sum(data) {
+				t.Fatalf("cp up: %d bytes arrived (%v), sha256 differs", len(got), err)
+			}
+			back := filepath.Join(e.home, mode.name+"-back.bin")
+			_, errOut, code = e.run(t, "alice-token", mode.env, nil, "cp", "a/web-0:"+remote, back)
+			if code != 0 {
+				t.Fatalf("cp down: exit %d, stderr %q", code, errOut)
+			}
+			got, err = os.ReadFile(back)
+			if err != nil || sum(got) != sum(data) {
+				t.Fatalf("cp down: %d bytes (%v), sha256 differs", len(got), err)
+			}
+			// attach to the "container" (it echoes its stdin); stdin's EOF
+			// ends it.
+			out, errOut, code := e.run(t, "alice-token", mode.env, strings.NewReader("attached\n"), "attach", "-i", "-n", "a", "web-0")
+			if code != 0 || out != "attached\n" {
+				t.Fatalf("attach: exit %d, stdout %q, stderr %q", code, out, errOut)
+			}
+		})
+	}
+}
+
+func TestKubectlPortForward(t *testing.T) {
+	e := startForKubectl(t)
+	for _, mode := range []struct {
+		name string
+		env  []string
+	}{{"websocket", wsOn}, {"spdy", spdyOnly}} {
+		t.Run(mode.name, func(t *testing.T) {
+			before := e.upgrades(mode.name, "portforward")
+			defer func() {
+				if n := e.upgrades(mode.name, "portforward") - before; n != 1 {
+					t.Errorf("%s port-forward sessions: %v, want 1 (no fallback)", mode.name, n)
+				}
+			}()
+			ctx, cancel := context.WithCancel(context.Background())
+			c := e.cmd(ctx, "alice-token", mode.env, "port-forward", "-n", "a", "pod/web-0", ":8080", ":9090")
+			var errb bytes.Buffer
+			c.Stderr = &errb
+			stdout, _ := c.StdoutPipe()
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { cancel(); _ = c.Wait() }()
+			// "Forwarding from 127.0.0.1:PORT -> 8080", one line per port.
+			re := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)`)
+			var addrs []string
+			buf := make([]byte, 4096)
+			var seen string
+			for len(addrs) < 2 {
+				n, err := stdout.Read(buf)
+				if err != nil {
+					t.Fatalf("kubectl port-forward: %v; stdout %q, stderr %q", err, seen, errb.String())
+				}
+				seen += string(buf[:n])
+				addrs = addrs[:0]
+				for _, m := range re.FindAllStringSubmatch(seen, -1) {
+					addrs = append(addrs, "127.0.0.1:"+m[1])
+				}
+			}
+			go io.Copy(io.Discard, stdout) // "Handling connection for ..."
+			const conns, size = 16, 2 << 20
+			var wg sync.WaitGroup
+			errs := make(chan error, conns)
+			for i := range conns {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs <- echoThrough(addrs[i%2], size)
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
+// echoThrough sends size random bytes through addr (the cluster echoes
+// them) and checks what comes back.
+func echoThrough(addr string, size int) error {
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(60 * time.Second))
+	data := make([]byte, size)
+	rand.Read(data)
+	go func() {
+		c.Write(data)
+		c.(*net.TCPConn).CloseWrite()
+	}()
+	got, err := io.ReadAll(c)
+	if err != nil {
+		return fmt.Errorf("%s: %v after %d bytes", addr, err, len(got))
+	}
+	if sum(got) != sum(data) {
+		return fmt.Errorf("%s: %d bytes back of %d, sha256 differs", addr, len(got), size)
+	}
+	return nil
+}
