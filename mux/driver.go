@@ -60,6 +60,9 @@ func (s *Session) dispatch() {
 	if ev&engine.EvHandler != 0 {
 		s.spawnHandlers()
 	}
+	if ev&engine.EvGoAway != 0 {
+		close(s.goawayCh)
+	}
 	if ev&(engine.EvPong|engine.EvClosed) != 0 && s.pingDone != nil {
 		close(s.pingDone)
 		s.pingDone = nil

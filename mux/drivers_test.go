@@ -86,3 +86,31 @@ func TestReadNeverPastLen(t *testing.T) {
 		})
 	}
 }
+
+// GoAwayReceived closes when the peer's GOAWAY arrives, while the streams
+// it named go on.
+func TestGoAwayReceived(t *testing.T) {
+	for _, d := range []Driver{DriverGoroutines, DriverFastPaths} {
+		t.Run(d.String(), func(t *testing.T) {
+			cfg := &Config{Driver: d}
+			cs, ss := tcpPair(t, cfg, cfg)
+			a, b := openPair(t, cs, ss)
+			select {
+			case <-cs.GoAwayReceived():
+				t.Fatal("closed before any GOAWAY")
+			default:
+			}
+			require.NoError(t, ss.GoAway(0))
+			<-cs.GoAwayReceived()
+			_, err := cs.OpenEarly(nil)
+			require.ErrorIs(t, err, ErrGoAway)
+			// The running stream still works both ways.
+			_, err = a.Write([]byte("ping"))
+			require.NoError(t, err)
+			buf := make([]byte, 4)
+			_, err = io.ReadFull(b, buf)
+			require.NoError(t, err)
+			require.Equal(t, "ping", string(buf))
+		})
+	}
+}

@@ -42,6 +42,7 @@ type Session struct {
 	acceptCh chan struct{} // EvAccept
 	creditCh chan struct{} // EvCredit
 	deadCh   chan struct{} // closed at EvClosed
+	goawayCh chan struct{} // closed at EvGoAway
 	pingDone chan struct{} // closed at EvPong or EvClosed (made by Ping)
 
 	// sendMu is held by whoever builds and writes a batch: the writer
@@ -101,6 +102,7 @@ func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Ses
 	s.acceptCh = make(chan struct{}, 1)
 	s.creditCh = make(chan struct{}, 1)
 	s.deadCh = make(chan struct{})
+	s.goawayCh = make(chan struct{})
 	fast := cfg.Driver.resolve() == DriverFastPaths
 	ecfg := cfg.engineConfig()
 	ecfg.Splice = fast && wsio.Vectored(conn)
@@ -341,6 +343,11 @@ func (s *Session) Close() error {
 // CloseChan returns a channel closed when the session ends (for whatever
 // reason); Err then tells why.
 func (s *Session) CloseChan() <-chan struct{} { return s.deadCh }
+
+// GoAwayReceived returns a channel closed when the peer sends GOAWAY: it
+// takes no new streams from us (Open fails with ErrGoAway), while the
+// streams it named go on to their end.
+func (s *Session) GoAwayReceived() <-chan struct{} { return s.goawayCh }
 
 // Done returns a channel closed once the session's goroutines have exited
 // and the connection is closed.

@@ -19,6 +19,8 @@ const (
 	EvPong
 	// EvClosed: the session ended (Err).
 	EvClosed
+	// EvGoAway: the peer sent GOAWAY (the first one emits it).
+	EvGoAway
 )
 
 // StreamEvents are what happened to one stream: a set of bits.

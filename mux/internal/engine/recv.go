@@ -416,6 +416,9 @@ func (e *Engine) onPing(f *frame.Frame, now time.Duration) {
 }
 
 func (e *Engine) onGoAway(f *frame.Frame) {
+	if !e.goawayRecv {
+		e.emit(EvGoAway)
+	}
 	last := f.StreamID
 	if e.goawayRecv && last > e.peerLastID {
 		last = e.peerLastID // a later GOAWAY may only lower last

@@ -223,7 +223,12 @@ func (f *Forwarder) session(ctx context.Context) (*mux.Session, error) {
 
 // watch logs how a session ended and forgets it.
 func (f *Forwarder) watch(s *mux.Session) {
-	<-s.CloseChan()
+	select {
+	case <-s.GoAwayReceived():
+		f.retire(s) // logs it; the running connections go on
+		<-s.CloseChan()
+	case <-s.CloseChan():
+	}
 	err := s.Err()
 	var se *mux.SessionError
 	switch {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -143,13 +144,88 @@ func TestDrainKeepsRunningTransfers(t *testing.T) {
 	}
 }
 
-// TestForwarderLogsGoAwayOnArrival: the forwarder should log the server's
-// GOAWAY when it arrives, while its connections still run. Today it logs
-// it at the first open the GOAWAY refuses (TestDrainKeepsRunningTransfers)
-// and when the session ends.
+// TestForwarderLogsGoAwayOnArrival: the forwarder logs the server's GOAWAY
+// when it arrives, while its connection still runs (not at the next open
+// it refuses, nor when the session ends).
 func TestForwarderLogsGoAwayOnArrival(t *testing.T) {
-	t.Skip("needs a mux API: mux/internal/engine/recv.go onGoAway records the peer's GOAWAY (goawayRecv, " +
-		"peerGoAway) but Session exposes it only through Open failing with ErrGoAway or the session ending; " +
-		"a Session.GoAwayReceived() <-chan struct{} (closed in onGoAway, like CloseChan) would let Forwarder.watch " +
-		"log it at once")
+	release := make(chan struct{})
+	target := tcpServer(t, func(c net.Conn) {
+		if _, err := c.Write([]byte("first")); err != nil {
+			return
+		}
+		<-release
+		_, _ = c.Write([]byte("rest"))
+	})
+	srv, err := NewServer(ServerConfig{Allow: []string{target}, Auth: auth.New([]string{testToken}, nil), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan error, 1)
+	go func() {
+		served <- ops.Serve(ctx, ln, srv.Handler(), ops.ServerOptions{ShutdownTimeout: 20 * time.Second, Logger: testLogger(t)},
+			srv.Metrics().Sessions, srv.Health())
+	}()
+	logged := make(chan struct{})
+	var once sync.Once
+	h := &signalHandler{Handler: slog.NewTextHandler(testnet.LogWriter{T: t}, nil), match: "the server sent GOAWAY",
+		hit: func() { once.Do(func() { close(logged) }) }}
+	fw, err := NewForwarder(ClientConfig{Server: "http://" + ln.Addr().String(), Token: testToken, Logger: slog.New(h)},
+		[]Forward{{Local: "127.0.0.1:0", Target: target}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fwCtx, fwStop := context.WithCancel(context.Background())
+	fwDone := make(chan error, 1)
+	go func() { fwDone <- fw.Run(fwCtx) }()
+	defer func() {
+		fwStop()
+		<-fwDone
+	}()
+	c, err := net.Dial("tcp", fw.Addrs()[0].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).CloseWrite() // a download: nothing to send
+	got := make([]byte, len("first"))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatal(err)
+	}
+	stop() // the server drains: GOAWAY
+	<-logged
+	// Logged while the connection runs: its transfer then completes.
+	close(release)
+	rest, err := io.ReadAll(c)
+	if err != nil || string(rest) != "rest" {
+		t.Fatalf("after the GOAWAY the running connection read %q, %v", rest, err)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("the drain aborted a session: %v", err)
+	}
+}
+
+// signalHandler calls hit for every record whose message contains match.
+type signalHandler struct {
+	slog.Handler
+	match string
+	hit   func()
+}
+
+func (h *signalHandler) Handle(ctx context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
+		h.hit()
+	}
+	return h.Handler.Handle(ctx, r)
 }
