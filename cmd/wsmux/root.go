@@ -171,7 +171,7 @@ forwarders drain); a second one stops at once, aborting what still runs
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &codeError{code: exitUsage, err: err}
 	})
-	root.AddCommand(newTunnelCmd(a), newGatewayCmd(a), newExecCmd(a), newPortForwardCmd(a), newVersionCmd())
+	root.AddCommand(newTunnelCmd(a), newGatewayCmd(a), newExecCmd(a), newPortForwardCmd(a), newDemoCmd(a), newVersionCmd())
 	for _, f := range extraCommands {
 		root.AddCommand(f())
 	}

@@ -29,8 +29,6 @@ import (
 	crpf "k8s.io/cri-streaming/pkg/streaming/portforward"
 	crrc "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	utilexec "k8s.io/utils/exec"
-
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
 )
 
 // Token is the bearer token the cluster accepts.
@@ -40,6 +38,9 @@ const Token = "cluster-secret"
 type Cluster struct {
 	Server   *httptest.Server
 	echoAddr string
+	echo     net.Listener
+	forward  func(pod string, port int32) string
+	wg       sync.WaitGroup
 	// Dir is where commands other than the built-in ones run as local
 	// processes (kubectl cp's tar, for one); "" is the current directory.
 	Dir string
@@ -130,7 +131,35 @@ func (c *Cluster) Stats() (int, []string) {
 // stop at t's cleanup. Exec runs Go "commands" (see runtime).
 func Start(t testing.TB) *Cluster {
 	t.Helper()
-	c := &Cluster{echoAddr: testnet.Echo(t)}
+	c, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// Options configure New.
+type Options struct {
+	// Forward returns the address a port-forward to a pod's port dials
+	// ("" or nil: the built-in TCP echo server).
+	Forward func(pod string, port int32) string
+	// Dir is Cluster.Dir.
+	Dir string
+	// Addr is where the apiserver listens ("": 127.0.0.1, any port).
+	Addr string
+}
+
+// New starts a cluster (an HTTPS stand-in apiserver on loopback and the
+// echo server port-forwards reach); Close stops both.
+func New(o Options) (*Cluster, error) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{echoAddr: echo.Addr().String(), echo: echo, forward: o.Forward, Dir: o.Dir}
+	c.wg.Add(1)
+	go c.serveEcho()
 	h := func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
 		c.authSeen = append(c.authSeen, r.Header.Get("Authorization"))
@@ -203,9 +232,43 @@ func Start(t testing.TB) *Cluster {
 	}
 	// TLS, as a real apiserver: clientcmd applies a kubeconfig's user
 	// credentials only to https servers.
-	c.Server = httptest.NewTLSServer(http.HandlerFunc(h))
-	t.Cleanup(c.Server.Close)
-	return c
+	c.Server = httptest.NewUnstartedServer(http.HandlerFunc(h))
+	if o.Addr != "" {
+		ln, err := net.Listen("tcp", o.Addr)
+		if err != nil {
+			echo.Close()
+			c.wg.Wait()
+			return nil, err
+		}
+		c.Server.Listener.Close()
+		c.Server.Listener = ln
+	}
+	c.Server.StartTLS()
+	return c, nil
+}
+
+// Close stops the cluster.
+func (c *Cluster) Close() {
+	c.Server.Close()
+	c.echo.Close()
+	c.wg.Wait()
+}
+
+func (c *Cluster) serveEcho() {
+	defer c.wg.Done()
+	for {
+		conn, err := c.echo.Accept()
+		if err != nil {
+			return
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			defer conn.Close()
+			_, _ = io.Copy(conn, conn)
+			_ = conn.(*net.TCPConn).CloseWrite()
+		}()
+	}
 }
 
 // CAPEM is the PEM certificate the server's TLS certificate verifies with.
@@ -281,11 +344,17 @@ func (rt runtime) ExecInContainer(ctx context.Context, _, _, _ string, cmd []str
 		_, err := io.Copy(out, in)
 		return err
 	}
-	return runLocal(ctx, rt.c.Dir, cmd, in, out, errw)
+	var ew io.Writer
+	if errw != nil {
+		ew = errw
+	} else if tty && out != nil {
+		ew = out // a terminal has one output
+	}
+	return runLocal(ctx, rt.c.Dir, cmd, in, out, ew)
 }
 
 // runLocal runs cmd as a local process in dir (kubectl cp's tar, sh...).
-func runLocal(ctx context.Context, dir string, cmd []string, in io.Reader, out, errw io.Writer) error {
+func runLocal(ctx context.Context, dir string, cmd []string, in io.Reader, out io.WriteCloser, errw io.Writer) error {
 	c := exec.CommandContext(ctx, cmd[0], cmd[1:]...)
 	c.Dir = dir
 	if out != nil {
@@ -319,9 +388,15 @@ func (rt runtime) AttachContainer(ctx context.Context, _, _, _ string, in io.Rea
 	return rt.ExecInContainer(ctx, "", "", "", []string{"cat"}, in, out, errw, tty, resize, 0)
 }
 
-func (rt runtime) PortForward(ctx context.Context, _, _ string, port int32, stream io.ReadWriteCloser) error {
+func (rt runtime) PortForward(ctx context.Context, pod, _ string, port int32, stream io.ReadWriteCloser) error {
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", rt.c.echoAddr)
+	addr := rt.c.echoAddr
+	if rt.c.forward != nil {
+		if a := rt.c.forward(pod, port); a != "" {
+			addr = a
+		}
+	}
+	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}
