@@ -303,40 +303,13 @@ const directWriteMax = 4 << 10
 // written, and the write is small, the calling goroutine lays out and
 // writes the batch itself; otherwise it wakes the writer.
 func (s *Session) kick(n int) {
-	e := s.e
-	if !s.directWrites || n > directWriteMax || !s.writerParked.Load() || !e.Ready() ||
-		s.wsc.ControlPending() || !s.sendMu.TryLock() {
-		s.wakeWriter()
-		s.unlock()
-		return
-	}
-	if s.directErr != nil || !s.writerParked.Load() {
-		s.sendMu.Unlock()
+	if n > directWriteMax || !s.takeWriter() {
 		s.wakeWriter()
 		s.unlock()
 		return
 	}
 	bp := pool.GetBatch(wsio.HeaderRoom + s.cfg.MaxBatch)
-	b := (*bp)[:wsio.HeaderRoom]
-	now := s.now()
-	b = e.AppendBatch(b, now)
-	s.acks = e.TakeAcked(s.acks[:0])
-	// The writer runs again for what did not fit and for a stall that
-	// began (its timer); other timers only move later.
-	more := e.Pending()
-	s.unlock()
-	if len(b) > wsio.HeaderRoom {
-		if err := s.writeBatch(b, false, 0); err != nil {
-			s.directErr = err
-			more = true
-		}
-	}
-	*bp = b[:0]
-	pool.PutBatch(bp)
-	s.sendMu.Unlock()
-	if more {
-		s.wakeWriter() // what did not fit, or the error, is the writer's
-	}
+	s.writeOwnBatch(bp, s.e.AppendBatch((*bp)[:wsio.HeaderRoom], s.now()))
 }
 
 // writeDirect sends what it can of p on st in a batch it lays out and
@@ -345,18 +318,38 @@ func (s *Session) kick(n int) {
 // held; released while it writes, held again on return). It returns how
 // many bytes of p went out (0: none; the caller queues them).
 func (s *Session) writeDirect(st *Stream, p []byte) int {
-	e := s.e
-	if !s.directWrites || !s.writerParked.Load() || !e.Ready() || s.wsc.ControlPending() || !s.sendMu.TryLock() {
-		return 0
-	}
-	if s.directErr != nil || !s.writerParked.Load() {
-		s.sendMu.Unlock()
+	if !s.takeWriter() {
 		return 0
 	}
 	bp := pool.GetBatch(wsio.HeaderRoom + s.cfg.MaxBatch)
-	b, n := e.AppendDirect((*bp)[:wsio.HeaderRoom], &st.rec, p, s.now())
-	s.acks = e.TakeAcked(s.acks[:0])
-	more := e.Pending()
+	b, n := s.e.AppendDirect((*bp)[:wsio.HeaderRoom], &st.rec, p, s.now())
+	s.writeOwnBatch(bp, b)
+	s.mu.Lock()
+	return n
+}
+
+// takeWriter reports whether the calling goroutine may lay out and write a
+// batch itself, and then holds sendMu (s.mu held): the driver allows it,
+// the writer goroutine is parked, the session may send DATA and no
+// WebSocket control frame waits for the writer.
+func (s *Session) takeWriter() bool {
+	if !s.directWrites || !s.writerParked.Load() || !s.e.Ready() || s.wsc.ControlPending() || !s.sendMu.TryLock() {
+		return false
+	}
+	if s.directErr != nil || !s.writerParked.Load() {
+		s.sendMu.Unlock()
+		return false
+	}
+	return true
+}
+
+// writeOwnBatch writes the batch b (in bp) the calling goroutine laid out
+// after takeWriter (s.mu and sendMu held; it releases both), then wakes
+// the writer goroutine for what did not fit, for a stall that began (its
+// timer; other timers only move later) and for a failed write.
+func (s *Session) writeOwnBatch(bp *[]byte, b []byte) {
+	s.acks = s.e.TakeAcked(s.acks[:0])
+	more := s.e.Pending()
 	s.unlock()
 	if len(b) > wsio.HeaderRoom {
 		if err := s.writeBatch(b, false, 0); err != nil {
@@ -370,8 +363,6 @@ func (s *Session) writeDirect(st *Stream, p []byte) int {
 	if more {
 		s.wakeWriter()
 	}
-	s.mu.Lock()
-	return n
 }
 
 // finish sends the WebSocket close, lets the peer answer for a moment and
