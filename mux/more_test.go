@@ -29,15 +29,13 @@ func TestInteractiveFirst(t *testing.T) {
 	}()
 	// The bulk stream saturates the pipe once its peer has taken more than
 	// its window and the sender's buffer: the writer is held by credit.
-	saturated := make(chan struct{})
+	saturated := make(chan error, 1)
 	go func() {
-		n, _ := io.CopyN(io.Discard, bulkPeer, 2*(defaultInitialStreamWindow+defaultStreamSendBuffer))
-		if n == 2*(defaultInitialStreamWindow+defaultStreamSendBuffer) {
-			close(saturated)
-		}
+		_, err := io.CopyN(io.Discard, bulkPeer, 2*(defaultInitialStreamWindow+defaultStreamSendBuffer))
+		saturated <- err
 		_, _ = io.Copy(io.Discard, bulkPeer)
 	}()
-	<-saturated
+	require.NoError(t, <-saturated, "the bulk stream moves")
 	// Each small write gets through while the bulk backlog keeps coming
 	// (behind it, it would wait for the backlog; a starved interactive
 	// stream hangs here).
