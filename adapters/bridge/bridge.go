@@ -19,6 +19,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	k8shttpstream "k8s.io/streaming/pkg/httpstream"
@@ -53,6 +54,34 @@ type Splicer struct {
 
 	downSet chan struct{} // closed by Start
 	done    chan struct{}
+
+	toUp, toDown atomic.Int64 // bytes copied each way, every stream
+	errMu        sync.Mutex
+	errData      []byte // the start of what upstream sent on streams of type "error"
+}
+
+// maxErrorData bounds what ErrorData keeps.
+const maxErrorData = 4 << 10
+
+// Bytes returns how many bytes the Splicer copied downstream to upstream and
+// upstream to downstream, over every stream so far.
+func (s *Splicer) Bytes() (toUpstream, toDownstream int64) { return s.toUp.Load(), s.toDown.Load() }
+
+// ErrorData returns the first bytes (up to 4 KiB) upstream sent on streams
+// whose streamType header is "error": for exec and attach, the command's
+// status (a metav1.Status in JSON from protocol v4 on).
+func (s *Splicer) ErrorData() []byte {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return append([]byte(nil), s.errData...)
+}
+
+func (s *Splicer) recordError(p []byte) {
+	s.errMu.Lock()
+	if room := maxErrorData - len(s.errData); room > 0 {
+		s.errData = append(s.errData, p[:min(room, len(p))]...)
+	}
+	s.errMu.Unlock()
 }
 
 // New returns a Splicer whose streams go to up.
@@ -114,7 +143,7 @@ func (s *Splicer) NewStreamHandler(d k8shttpstream.Stream, replySent <-chan stru
 	}
 	go func() { // downstream -> upstream
 		defer finish()
-		pump(u, d)
+		pump(u, d, &s.toUp, nil)
 	}()
 	go func() { // upstream -> downstream, once downstream's reply is out
 		defer finish()
@@ -131,7 +160,11 @@ func (s *Splicer) NewStreamHandler(d k8shttpstream.Stream, replySent <-chan stru
 			_ = d.Reset()
 			return
 		}
-		pump(d, u)
+		var tap func([]byte)
+		if d.Headers().Get("streamType") == "error" {
+			tap = s.recordError
+		}
+		pump(d, u, &s.toDown, tap)
 	}()
 	return nil
 }
@@ -139,11 +172,15 @@ func (s *Splicer) NewStreamHandler(d k8shttpstream.Stream, replySent <-chan stru
 // pump copies src to dst. src's end (EOF: half-close, or a reset, which
 // reads as EOF through both adapters) half-closes dst; a failed write (dst
 // was reset) resets both.
-func pump(dst, src k8shttpstream.Stream) {
+func pump(dst, src k8shttpstream.Stream, count *atomic.Int64, tap func([]byte)) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, rerr := src.Read(buf)
 		if n > 0 {
+			count.Add(int64(n))
+			if tap != nil {
+				tap(buf[:n])
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				_ = src.Reset()
 				_ = dst.Reset()

@@ -274,33 +274,99 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 	log.Info("gateway: session starting")
 	start := time.Now()
 	var done func()
+	var rec spliceRecord
 	switch {
 	case up != nil:
-		done = g.bridge(w, r, up, proto, t.Subresource)
+		done = g.bridge(w, r, up, proto, t.Subresource, &rec)
 	case t.Subresource == "portforward":
 		// Kubernetes' own tunnelling handler: it answers the WebSocket
 		// upgrade and hands the SPDY bytes inside to the bridge as a SPDY
 		// upgrade request.
 		proxy.NewTunnelingHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			done = g.bridge(w, r, hijackingSPDYUpgrader{}, proto, t.Subresource)
+			done = g.bridge(w, r, hijackingSPDYUpgrader{}, proto, t.Subresource, &rec)
 		})).ServeHTTP(w, r)
 	default:
-		g.translate(w, r, t)
-		done = func() {}
+		g.translate(w, r, t, &rec)
+		rec.wg.Wait() // the in-process bridge has finished
+		rec.mu.Lock()
+		done = rec.done
+		rec.mu.Unlock()
+		if done == nil {
+			done = func() {}
+		}
 	}
 	if done != nil {
-		log.Info("gateway: session ended", "command", r.URL.Query()["command"], "container", r.URL.Query().Get("container"),
-			"duration", time.Since(start).Round(time.Millisecond).String())
+		// The audit line: who, what, how much, how it ended.
+		kv := []any{"command", r.URL.Query()["command"], "container", r.URL.Query().Get("container"),
+			"duration", time.Since(start).Round(time.Millisecond).String()}
+		if sp := rec.get(); sp != nil {
+			in, out := sp.Bytes()
+			kv = append(kv, "bytes_from_caller", in, "bytes_to_caller", out)
+			if t.Subresource != "portforward" {
+				kv = append(kv, "exit", exitStatus(sp.ErrorData()))
+			}
+		}
+		log.Info("gateway: session ended", kv...)
 		done() // after the last log line: a drain waits for this
 	}
+}
+
+// spliceRecord holds the Splicer of a session's bridge (set from another
+// goroutine for translated sessions).
+type spliceRecord struct {
+	mu sync.Mutex
+	sp *bridge.Splicer
+	// For translated sessions: wg counts the in-process bridges under
+	// way, done unregisters the session (called after the audit line).
+	wg   sync.WaitGroup
+	done func()
+}
+
+func (r *spliceRecord) set(sp *bridge.Splicer) { r.mu.Lock(); r.sp = sp; r.mu.Unlock() }
+func (r *spliceRecord) get() *bridge.Splicer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sp
+}
+
+// exitStatus reads a command's exit status from its error stream: "0",
+// the exit code, "error: MESSAGE", or "unknown" (no status: the session
+// was cut).
+func exitStatus(data []byte) string {
+	if len(data) == 0 {
+		return "unknown"
+	}
+	var st struct {
+		Status  string `json:"status"`
+		Message string `json:"message"`
+		Reason  string `json:"reason"`
+		Details struct {
+			Causes []struct {
+				Type    string `json:"reason"`
+				Message string `json:"message"`
+			} `json:"causes"`
+		} `json:"details"`
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return "error: " + strings.TrimSpace(string(data)) // protocols before v4: plain text
+	}
+	if st.Status == "Success" {
+		return "0"
+	}
+	for _, c := range st.Details.Causes {
+		if c.Type == "ExitCode" {
+			return c.Message
+		}
+	}
+	return "error: " + st.Message
 }
 
 // bridge upgrades r with up and splices it to an upstream connection
 // opened as the caller; it returns once both are closed, with the
 // function that unregisters the session (nil if it never upgraded).
-func (g *Gateway) bridge(w http.ResponseWriter, r *http.Request, up k8shttpstream.ResponseUpgrader, proto, kind string) func() {
+func (g *Gateway) bridge(w http.ResponseWriter, r *http.Request, up k8shttpstream.ResponseUpgrader, proto, kind string, rec *spliceRecord) func() {
 	tu := &trackingUpgrader{inner: up, proto: proto, kind: kind, g: g}
-	h := &bridge.Handler{Upgrader: tu, Dial: g.dialUpstream}
+	h := &bridge.Handler{Upgrader: tu, Dial: g.dialUpstream, OnSplice: rec.set}
 	h.ServeHTTP(w, r) // returns once both connections are closed
 	return tu.done
 }

@@ -69,21 +69,21 @@ func isTunnelRequest(r *http.Request) bool {
 // the upstream session as the caller with the configured protocol (SPDY or
 // wsmux), so limits, impersonation and metrics are those of every other
 // session.
-func (g *Gateway) translate(w http.ResponseWriter, r *http.Request, t Target) {
+func (g *Gateway) translate(w http.ResponseWriter, r *http.Request, t Target, rec *spliceRecord) {
 	q := r.URL.Query()
 	flag := func(k string) bool { v, _ := strconv.ParseBool(q.Get(k)); return v }
 	opts := proxy.Options{Stdin: flag("stdin"), Stdout: flag("stdout"), Stderr: flag("stderr"), Tty: flag("tty")}
 	loc := &url.URL{Scheme: "http", Host: "wsmux-gateway.internal", Path: r.URL.Path, RawQuery: r.URL.RawQuery}
 	user := callerOf(r)
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return g.dialInternal(user, t.Subresource), nil
+		return g.dialInternal(user, t.Subresource, rec), nil
 	}}
 	proxy.NewStreamTranslatorHandler(loc, tr, 0, opts).ServeHTTP(w, r)
 }
 
 // dialInternal returns a connection to a one-connection HTTP server that
 // bridges the SPDY upgrade arriving on it upstream, as user.
-func (g *Gateway) dialInternal(user auth.User, kind string) net.Conn {
+func (g *Gateway) dialInternal(user auth.User, kind string, rec *spliceRecord) net.Conn {
 	client, server := net.Pipe()
 	l := &oneConnListener{conn: &notifyConn{Conn: server, closed: make(chan struct{})}}
 	srv := &http.Server{
@@ -93,14 +93,20 @@ func (g *Gateway) dialInternal(user auth.User, kind string) net.Conn {
 				return
 			}
 			r = r.WithContext(context.WithValue(r.Context(), userKey{}, user))
-			if done := g.bridge(w, r, spdy.NewResponseUpgrader(), ProtoWebSocket, kind); done != nil {
-				done()
+			if done := g.bridge(w, r, spdy.NewResponseUpgrader(), ProtoWebSocket, kind, rec); done != nil {
+				rec.mu.Lock()
+				rec.done = done // called by the outer session after its audit line
+				rec.mu.Unlock()
 			}
 		}),
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	srv.SetKeepAlivesEnabled(false) // one request: a refusal closes the pipe
-	go func() { _ = srv.Serve(l) }()
+	rec.wg.Add(1)
+	go func() {
+		defer rec.wg.Done()
+		_ = srv.Serve(l) // returns once the connection is closed
+	}()
 	return client
 }
 
