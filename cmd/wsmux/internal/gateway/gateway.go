@@ -168,7 +168,7 @@ func ParsePath(p string) (Target, bool) {
 func (g *Gateway) badRequest(w http.ResponseWriter, r *http.Request, reason, msg string, kv ...any) {
 	g.m.BadRequests.WithLabelValues(reason).Inc()
 	g.log.Warn("gateway: bad request: "+msg, append([]any{"remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path}, kv...)...)
-	http.Error(w, "wsmux gateway: "+msg, http.StatusBadRequest)
+	writeStatus(w, http.StatusBadRequest, "BadRequest", "wsmux gateway: "+msg) // kubectl prints a Status's message
 }
 
 func isSPDYUpgrade(r *http.Request) bool {
@@ -248,7 +248,8 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		proto = ProtoWebSocket
 	default:
 		g.badRequest(w, r, "not_upgrade", "expected a WebSocket upgrade (subprotocol "+mux.Subprotocol+
-			", v5.channel.k8s.io for exec/attach, SPDY/3.1+portforward.k8s.io for portforward) or a SPDY/3.1 upgrade request",
+			", v5.channel.k8s.io for exec/attach, SPDY/3.1+portforward.k8s.io for portforward) or a SPDY/3.1 upgrade request;"+
+			" if a SPDY client sent it, a proxy on the way dropped its Upgrade header: use WebSocket (kubectl 1.31 or later does by default)",
 			"upgrade", r.Header.Get("Upgrade"), "subprotocols", r.Header.Values("Sec-Websocket-Protocol"))
 		return
 	}

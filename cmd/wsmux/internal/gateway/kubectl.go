@@ -88,6 +88,11 @@ func (g *Gateway) dialInternal(user auth.User, kind string, rec *spliceRecord) n
 	l := &oneConnListener{conn: &notifyConn{Conn: server, closed: make(chan struct{})}}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// The server closes the connection only after this returns (or
+			// the bridge closes it, hijacked), so Serve has not returned
+			// and rec.wg is above zero here.
+			rec.wg.Add(1)
+			defer rec.wg.Done()
 			if !isSPDYUpgrade(r) {
 				http.Error(w, "wsmux gateway: internal: want a SPDY upgrade", http.StatusBadRequest)
 				return

@@ -35,6 +35,9 @@ type kubectlEnv struct {
 	kubectl string
 	home    string
 	ca      string
+	// serverURL, when set, is kubectl's --server instead of the gateway's
+	// (a proxy in front of it).
+	serverURL string
 }
 
 func startForKubectl(t *testing.T) *kubectlEnv {
@@ -72,7 +75,11 @@ func startForKubectl(t *testing.T) *kubectlEnv {
 // cmd is kubectl with the gateway as its server and token as its
 // credentials; env adds variables (KUBECTL_..._WEBSOCKETS=false).
 func (e *kubectlEnv) cmd(ctx context.Context, token string, env []string, args ...string) *exec.Cmd {
-	full := append([]string{"--server", e.srv.URL, "--token", token, "--certificate-authority", e.ca,
+	server := e.srv.URL
+	if e.serverURL != "" {
+		server = e.serverURL
+	}
+	full := append([]string{"--server", server, "--token", token, "--certificate-authority", e.ca,
 		"--kubeconfig", filepath.Join(e.home, "no-kubeconfig")}, args...)
 	c := exec.CommandContext(ctx, e.kubectl, full...)
 	c.Env = append([]string{"HOME=" + e.home, "PATH=" + os.Getenv("PATH")}, env...)
@@ -257,6 +264,45 @@ func TestKubectlPortForward(t *testing.T) {
 			}
 		})
 	}
+}
+
+// portForward runs kubectl port-forward with args and returns the local
+// addresses it printed, and a func that stops it.
+func (e *kubectlEnv) portForward(t *testing.T, env []string, args ...string) ([]string, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := e.cmd(ctx, "alice-token", env, append([]string{"port-forward"}, args...)...)
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	stdout, _ := c.StdoutPipe()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop := func() { cancel(); _ = c.Wait() }
+	want := 0
+	for _, a := range args {
+		if strings.Contains(a, ":") && !strings.Contains(a, "/") {
+			want++
+		}
+	}
+	re := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)`)
+	var addrs []string
+	buf := make([]byte, 4096)
+	var seen string
+	for len(addrs) < want {
+		n, err := stdout.Read(buf)
+		if err != nil {
+			stop()
+			t.Fatalf("kubectl port-forward: %v; stdout %q, stderr %q", err, seen, errb.String())
+		}
+		seen += string(buf[:n])
+		addrs = addrs[:0]
+		for _, m := range re.FindAllStringSubmatch(seen, -1) {
+			addrs = append(addrs, "127.0.0.1:"+m[1])
+		}
+	}
+	go io.Copy(io.Discard, stdout)
+	return addrs, stop
 }
 
 // echoThrough sends size random bytes through addr (the cluster echoes
