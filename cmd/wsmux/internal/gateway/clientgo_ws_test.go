@@ -93,6 +93,7 @@ type notifyWriter struct {
 	want string
 	seen chan struct{}
 	once sync.Once
+	w    io.Writer // also written to, when set
 }
 
 func (w *notifyWriter) Write(p []byte) (int, error) {
@@ -101,6 +102,9 @@ func (w *notifyWriter) Write(p []byte) (int, error) {
 	w.b.Write(p)
 	if strings.Contains(w.b.String(), w.want) {
 		w.once.Do(func() { close(w.seen) })
+	}
+	if w.w != nil {
+		w.w.Write(p)
 	}
 	return len(p), nil
 }

@@ -245,7 +245,7 @@ func TestKubectlPortForward(t *testing.T) {
 				}
 			}
 			go io.Copy(io.Discard, stdout) // "Handling connection for ..."
-			const conns, size = 16, 2 << 20
+			const conns, size = 16, 8 << 20
 			var wg sync.WaitGroup
 			errs := make(chan error, conns)
 			for i := range conns {
@@ -328,4 +328,58 @@ func echoThrough(addr string, size int) error {
 		return fmt.Errorf("%s: %d bytes back of %d, sha256 differs", addr, len(got), size)
 	}
 	return nil
+}
+
+// TestKubectlExecTTY: kubectl exec -it on a terminal (script(1) gives it a
+// pseudo-terminal of 100x30): the container sees that size, and what is
+// typed comes back.
+func TestKubectlExecTTY(t *testing.T) {
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("script(1) not found: it provides the terminal for kubectl exec -it (util-linux)")
+	}
+	e := startForKubectl(t)
+	for _, mode := range []struct {
+		name string
+		env  []string
+	}{{"websocket", wsOn}, {"spdy", spdyOnly}} {
+		t.Run(mode.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			kc := e.cmd(ctx, "alice-token", mode.env, "exec", "-it", "-n", "a", "web-0", "--", "tty")
+			line := "stty cols 100 rows 30; exec"
+			for _, a := range kc.Args {
+				line += " '" + a + "'"
+			}
+			c := exec.CommandContext(ctx, script, "-qec", line, "/dev/null")
+			c.Env = kc.Env
+			stdin, _ := c.StdinPipe()
+			out := &notifyWriter{want: "size 100x30", seen: make(chan struct{})}
+			c.Stdout, c.Stderr = out, out
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-out.seen:
+			case <-ctx.Done():
+				t.Fatalf("no terminal size; output %q", out.String())
+			}
+			typed := &notifyWriter{want: "typed-back", seen: make(chan struct{})}
+			out.mu.Lock()
+			out.w = typed
+			out.mu.Unlock()
+			stdin.Write([]byte("typed-back"))
+			select {
+			case <-typed.seen:
+			case <-ctx.Done():
+				t.Fatalf("typed text did not come back; output %q", out.String())
+			}
+			stdin.Close()
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		})
+	}
+	if n := e.upgrades(ProtoWebSocket, "exec"); n != 1 {
+		t.Errorf("websocket exec sessions %v, want 1", n)
+	}
 }
