@@ -216,6 +216,8 @@ func TestBadInputs(t *testing.T) {
 			"--max-buffer-per-caller", "12XB"}, exitUsage, []string{"--max-buffer-per-caller", "64MiB"}},
 		{"gateway token without user", []string{"gateway", "--listen", "127.0.0.1:0", "--token-file", tok, "--kubeconfig", tok},
 			exitUsage, []string{"--token-file", "has no user", "TOKEN,USER", "--impersonate=false"}},
+		{"gateway bad policy file", []string{"gateway", "--listen", "127.0.0.1:0", "--token-file", tok, "--impersonate=false", "--policy-file", tok},
+			exitUsage, []string{"--policy-file", "policy"}},
 		{"negative stream limit", []string{"gateway", "--listen", "127.0.0.1:0", "--token-file", tok, "--max-streams", "-1"},
 			exitUsage, []string{"--max-streams"}},
 		{"403 from a server that does not speak wsmux", []string{"tunnel", "forward", "--server", forbidden.URL, "--token-file", tok, "0:127.0.0.1:1"},

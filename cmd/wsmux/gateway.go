@@ -16,6 +16,7 @@ func newGatewayCmd(a *app) *cobra.Command {
 	var sf serverFlags
 	var clientCA, kubeconfig, kubeContext, upstream string
 	var impersonate bool
+	var policyFile string
 	var reloadEvery time.Duration
 	var lf limitFlags
 	c := &cobra.Command{
@@ -99,6 +100,25 @@ finish for --shutdown-timeout, then close what is left.`,
 				}
 				pool = p
 			}
+			var policy *gateway.PolicyStore
+			if policyFile != "" {
+				policy = &gateway.PolicyStore{}
+				pr := &auth.FileReloader{Path: policyFile, What: "policy file", Log: a.log, Load: func(b []byte) error {
+					p, err := gateway.ParsePolicy(b)
+					if err == nil {
+						policy.Set(p)
+					}
+					return err
+				}}
+				if err := pr.Reload(); err != nil {
+					return usageErrorf("--policy-file: %v", err)
+				}
+				if reloadEvery > 0 {
+					stop := make(chan struct{})
+					defer close(stop)
+					go pr.Watch(stop, reloadEvery)
+				}
+			}
 			cluster, err := loadCluster(kubeconfig, kubeContext)
 			if err != nil {
 				return usageErrorf("--kubeconfig: %v: pass a kubeconfig for the cluster (or run in a pod)", err)
@@ -112,7 +132,7 @@ finish for --shutdown-timeout, then close what is left.`,
 				go rl.Watch(stop, reloadEvery)
 			}
 			g, err := gateway.New(gateway.Config{
-				Auth: authn, Impersonate: impersonate, Cluster: cluster, Upstream: upstream, Limits: lf.limits(),
+				Auth: authn, Impersonate: impersonate, Policy: policy, Cluster: cluster, Upstream: upstream, Limits: lf.limits(),
 				DrainTimeout: drainBound(sf.shutdownTimeout), Logger: a.log,
 			})
 			if err != nil {
@@ -128,7 +148,8 @@ finish for --shutdown-timeout, then close what is left.`,
 	fl.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig with the cluster and the credentials to reach it (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fl.StringVar(&kubeContext, "context", "", "kubeconfig context to use (default: its current context)")
 	fl.BoolVar(&impersonate, "impersonate", true, "act upstream as each caller (Impersonate-User/-Uid/-Group), so the cluster's RBAC decides; false: every caller acts as the gateway's identity")
-	fl.DurationVar(&reloadEvery, "token-file-check", 2*time.Second, "how often to check --token-file for changes and reload it (SIGHUP reloads at once; 0: never)")
+	fl.DurationVar(&reloadEvery, "token-file-check", 2*time.Second, "how often to check --token-file and --policy-file for changes and reload them (SIGHUP reloads at once; 0: never)")
+	fl.StringVar(&policyFile, "policy-file", "", "YAML rules (users/groups -> namespaces, pods, subresources, containers) checked before anything goes upstream; see docs/gateway.md")
 	fl.StringVar(&upstream, "upstream", gateway.UpstreamSPDY, "protocol spoken to the cluster: spdy or wsmux")
 	lf.register(c, false)
 	return c

@@ -104,3 +104,27 @@ func TestParseTokens(t *testing.T) {
 		t.Fatalf("%+v %v", u, err)
 	}
 }
+
+func TestFileReloaderKeepsStateOnError(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(p, []byte("good"), 0o600)
+	var cur string
+	r := &FileReloader{Path: p, What: "test file", Load: func(b []byte) error {
+		if !strings.HasPrefix(string(b), "good") {
+			return errors.New("bad content")
+		}
+		cur = string(b)
+		return nil
+	}}
+	if err := r.Reload(); err != nil || cur != "good" {
+		t.Fatal(cur, err)
+	}
+	os.WriteFile(p, []byte("bad"), 0o600)
+	if err := r.Reload(); err == nil || cur != "good" {
+		t.Fatalf("bad file: %v, state %q", err, cur)
+	}
+	os.WriteFile(p, []byte("good again"), 0o600)
+	if err := r.Reload(); err != nil || cur != "good again" {
+		t.Fatal(cur, err)
+	}
+}

@@ -170,6 +170,10 @@ func (r *TokenFileReloader) changed() bool {
 // Watch reloads on SIGHUP and when the file changes (checked every
 // interval) until stop is closed.
 func (r *TokenFileReloader) Watch(stop <-chan struct{}, interval time.Duration) {
+	watchLoop(stop, interval, r.changed, r.Reload)
+}
+
+func watchLoop(stop <-chan struct{}, interval time.Duration, changed func() bool, reload func() error) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -180,11 +184,51 @@ func (r *TokenFileReloader) Watch(stop <-chan struct{}, interval time.Duration) 
 		case <-stop:
 			return
 		case <-hup:
-			_ = r.Reload()
+			_ = reload()
 		case <-tick.C:
-			if r.changed() {
-				_ = r.Reload()
+			if changed() {
+				_ = reload()
 			}
 		}
 	}
+}
+
+// FileReloader keeps something in step with a file: Reload reads it and
+// passes its bytes to Load; an error keeps the previous state (Load must
+// not install anything then) and is logged.
+type FileReloader struct {
+	Path string
+	What string // for the log: "policy file"
+	Load func([]byte) error
+	Log  *slog.Logger
+
+	last os.FileInfo
+}
+
+// Reload re-reads the file.
+func (r *FileReloader) Reload() error {
+	fi, _ := os.Stat(r.Path)
+	r.last = fi
+	b, err := os.ReadFile(r.Path)
+	if err == nil {
+		err = r.Load(b)
+	}
+	if err != nil {
+		if r.Log != nil {
+			r.Log.Error("auth: "+r.What+" not reloaded; keeping the previous one: fix the file and save it again (or send SIGHUP)", "file", r.Path, "error", err)
+		}
+		return err
+	}
+	if r.Log != nil {
+		r.Log.Info("auth: "+r.What+" loaded", "file", r.Path)
+	}
+	return nil
+}
+
+// Watch reloads on SIGHUP and when the file changes until stop is closed.
+func (r *FileReloader) Watch(stop <-chan struct{}, interval time.Duration) {
+	watchLoop(stop, interval, func() bool {
+		fi, err := os.Stat(r.Path)
+		return err == nil && (r.last == nil || fi.Size() != r.last.Size() || !fi.ModTime().Equal(r.last.ModTime()))
+	}, r.Reload)
 }

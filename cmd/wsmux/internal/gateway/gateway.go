@@ -51,6 +51,10 @@ type Config struct {
 	// verb on users, groups and uids. Off: every caller acts as the
 	// gateway's identity.
 	Impersonate bool
+	// Policy, when set and holding a policy, is checked for every
+	// streaming request before anything is opened upstream (403 if it
+	// allows no such request).
+	Policy *PolicyStore
 	// Cluster is the upstream: the apiserver (or a kubelet) and the
 	// credentials to reach it, typically from a kubeconfig.
 	Cluster *rest.Config
@@ -234,6 +238,14 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		// GET of the pod, discovery...: proxied to the cluster as the caller.
 		g.proxy.ServeHTTP(w, r)
 		return
+	}
+	if g.cfg.Policy != nil {
+		if p := g.cfg.Policy.Get(); p != nil {
+			if ok, why := p.Allows(user, t, r.URL.Query().Get("container")); !ok {
+				g.forbidden(w, r, user, why)
+				return
+			}
+		}
 	}
 	var up k8shttpstream.ResponseUpgrader
 	var proto string
