@@ -362,3 +362,30 @@ func appendOK(b []byte, err error) []byte {
 func synFrame(dst []byte, id uint32) []byte {
 	return appendOK(frame.AppendHeadersBlock(dst, id, frame.FlagSYN, nil))
 }
+
+// After CloseRead, the FIN (or reset) that answers its STOP_SENDING does not
+// change what Read returns: ErrStreamClosed, as CloseRead promises.
+func TestCloseReadThenFin(t *testing.T) {
+	for _, answer := range []string{"fin", "reset"} {
+		t.Run(answer, func(t *testing.T) {
+			c := New(testConfig(), false, nil, 0)
+			var s frame.Settings
+			msg := frame.AppendSettings(nil, &s)
+			msg = synFrame(msg, 1)
+			require.NoError(t, c.Feed(msg, time.Second))
+			st := c.Accept()
+			require.NotNil(t, st)
+			c.CloseRead(st, time.Second)
+			var in []byte
+			if answer == "fin" {
+				in = appendOK(frame.AppendData(nil, 1, true, nil))
+			} else {
+				in = appendOK(frame.AppendRSTStream(nil, 1, frame.Cancel, ""))
+			}
+			require.NoError(t, c.Feed(in, 2*time.Second))
+			_, wait, err := c.Read(st, make([]byte, 10), 2*time.Second)
+			require.False(t, wait)
+			require.ErrorIs(t, err, ErrStreamClosed)
+		})
+	}
+}

@@ -147,12 +147,14 @@ func (st *Stream) dropLent() int {
 // readErr is the error Read returns once the buffer is empty.
 func (e *Engine) readErr(st *Stream) error {
 	switch {
+	case st.readClosed:
+		// CloseRead came first; the FIN or reset that answers its
+		// STOP_SENDING does not change what Read reports.
+		return ErrStreamClosed
 	case st.finRecv:
 		return io.EOF
 	case st.resetErr != nil:
 		return st.resetErr
-	case st.readClosed:
-		return ErrStreamClosed
 	case e.err != nil:
 		if Graceful(e.err) {
 			return io.EOF
