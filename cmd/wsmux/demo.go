@@ -42,7 +42,8 @@ gateway in front of it, then write a kubeconfig that reaches the gateway as
 the user "demo" and print commands to paste.
 
 Namespace "default" has the pods "shell" (exec runs the command given as a
-local process of yours, in a scratch directory: a demo, not a sandbox) and
+local process of yours, in a scratch directory, on a pseudo-terminal with -t:
+a demo, not a sandbox) and
 "web" (port 80 serves a small HTTP page; other ports echo). The user "demo"
 may use namespace "default" only: anything else is refused by the cluster's
 RBAC (403), through the gateway's impersonation.
@@ -106,7 +107,7 @@ func runDemo(a *app, listen, dir, kubeconfig string, exposeShell bool) error {
 	go func() { _ = web.Serve(webLn) }()
 	defer web.Close()
 
-	cl, err := clustertest.New(clustertest.Options{Dir: shellDir, Forward: func(pod string, port int32) string {
+	cl, err := clustertest.New(clustertest.Options{Dir: shellDir, PTY: true, Forward: func(pod string, port int32) string {
 		if pod == "web" && port == 80 {
 			return webLn.Addr().String()
 		}

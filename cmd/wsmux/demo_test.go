@@ -109,6 +109,19 @@ func TestDemo(t *testing.T) {
 		t.Errorf("cp round trip: %d bytes, sha256 differs", len(got))
 	}
 
+	// exec -it on a terminal (script(1) provides one): the command runs on
+	// a pseudo-terminal of the same size.
+	if script, err := exec.LookPath("script"); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		c := exec.CommandContext(ctx, script, "-qec", "stty cols 90 rows 20; exec '"+kubectl+"' exec -it shell -- sh -c 'stty size; tty; exit 5'", "/dev/null")
+		c.Env = kc(ctx).Env
+		o, err := c.CombinedOutput()
+		cancel()
+		if !strings.Contains(string(o), "20 90") || !strings.Contains(string(o), "/dev/pts/") {
+			t.Errorf("exec -it: %v, output %q; want the terminal's size and a pts", err, o)
+		}
+	}
+
 	// port-forward to the web pod's port 80.
 	pfCtx, pfCancel := context.WithCancel(context.Background())
 	pf := kc(pfCtx, "port-forward", "pod/web", ":80")

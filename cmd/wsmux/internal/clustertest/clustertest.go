@@ -40,6 +40,7 @@ type Cluster struct {
 	echoAddr string
 	echo     net.Listener
 	forward  func(pod string, port int32) string
+	pty      bool
 	wg       sync.WaitGroup
 	// Dir is where commands other than the built-in ones run as local
 	// processes (kubectl cp's tar, for one); "" is the current directory.
@@ -148,6 +149,8 @@ type Options struct {
 	Dir string
 	// Addr is where the apiserver listens ("": 127.0.0.1, any port).
 	Addr string
+	// PTY runs TTY sessions of local processes on a pseudo-terminal.
+	PTY bool
 }
 
 // New starts a cluster (an HTTPS stand-in apiserver on loopback and the
@@ -157,7 +160,7 @@ func New(o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{echoAddr: echo.Addr().String(), echo: echo, forward: o.Forward, Dir: o.Dir}
+	c := &Cluster{echoAddr: echo.Addr().String(), echo: echo, forward: o.Forward, Dir: o.Dir, pty: o.PTY}
 	c.wg.Add(1)
 	go c.serveEcho()
 	h := func(w http.ResponseWriter, r *http.Request) {
@@ -343,6 +346,9 @@ func (rt runtime) ExecInContainer(ctx context.Context, _, _, _ string, cmd []str
 		}
 		_, err := io.Copy(out, in)
 		return err
+	}
+	if tty && rt.c.pty && out != nil {
+		return runPTY(ctx, rt.c.Dir, cmd, in, out, resize)
 	}
 	var ew io.Writer
 	if errw != nil {
