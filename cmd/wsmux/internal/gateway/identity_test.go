@@ -3,8 +3,15 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"log/slog"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -173,5 +180,35 @@ func TestTokenFileReload(t *testing.T) {
 	}
 	if out, err := execIn(t, g, "ops-token", "a"); err != nil || out != "hi a" {
 		t.Fatalf("after a broken file, the previous tokens: %q %v", out, err)
+	}
+}
+
+// TestClientCertificateIdentity: a client certificate's CN is the user
+// and its O the groups the cluster sees.
+func TestClientCertificateIdentity(t *testing.T) {
+	ca := newCA(t, "wsmux-test-ca")
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	serverCert := ca.issue(t, "gateway", false, time.Now().Add(time.Hour))
+	g := startGateway(t, pool, &serverCert)
+	g.g.cfg.Impersonate = true
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "carol", Organization: []string{"dev", "oncall"}},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	out, err := execCat(t, kubeclient.Options{Server: g.srv.URL, TLS: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}, []byte("by cert"))
+	if err != nil || string(out) != "by cert" {
+		t.Fatalf("exec: %q, %v", out, err)
+	}
+	imps := g.cl.Impersonations()
+	if len(imps) != 1 || imps[0].User != "carol" || strings.Join(imps[0].Groups, ",") != "dev,oncall" {
+		t.Fatalf("cluster saw %+v, want carol in dev and oncall", imps)
 	}
 }
