@@ -46,11 +46,15 @@ func (e *Engine) die(se *SessionError, goaway, flush bool) {
 	// A failing session sends nothing but its GOAWAY, and one whose
 	// transport is gone sends nothing at all. A closing one keeps its
 	// queued SYNs and resets (the DATA it still flushes must not reach the
-	// peer before them), and so does one whose drain ended: the resets it
-	// queued last are still sent.
+	// peer before them); one whose drain ended (or timed out) keeps only
+	// its resets: the last streams' RST_STREAMs still go out.
 	quiet := (goaway && !flush) || e.noGoAway || e.wsClosedByPeer
-	if quiet {
+	switch {
+	case quiet:
 		e.urgent.clear()
+		e.peerUrg, e.pingAcks = 0, 0
+	case !flush:
+		e.urgent.keepResets()
 		e.peerUrg, e.pingAcks = 0, 0
 	}
 	if goaway && !e.noGoAway {

@@ -59,6 +59,19 @@ func (q *ctrlQueue) keepAcks() {
 	q.q, q.head = q.q[:n], 0
 }
 
+// keepResets drops every entry but RST_STREAMs, in place and in order.
+func (q *ctrlQueue) keepResets() {
+	n := 0
+	for _, e := range q.q[q.head:] {
+		if e.typ == frame.TypeRSTStream {
+			q.q[n] = e
+			n++
+		}
+	}
+	clear(q.q[n:])
+	q.q, q.head = q.q[:n], 0
+}
+
 // streamQueue is a FIFO of streams that reuses its backing array.
 type streamQueue struct {
 	q    []*Stream
