@@ -47,9 +47,8 @@
 // one writer goroutine; the writer sends control frames before data and
 // schedules data round-robin with an interactive class, batching
 // everything ready into one WebSocket message per write. The default,
-// DriverFastPaths, cuts goroutine handoffs and copies: a Write that finds
-// the writer parked and nothing else ready lays out and writes its own
-// batch (a large one sends its bytes straight from the caller's buffer);
+// DriverFastPaths, cuts goroutine handoffs and copies: a Write of at most
+// 4 KiB that finds the writer parked lays out and writes its own batch;
 // DATA that arrives while a Read waits is copied straight into that Read's
 // buffer; on TCP and Unix sockets (and TLS over them) a Read that waits
 // reads the connection itself (leader reads, lead.go); on plain TCP and

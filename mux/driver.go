@@ -17,19 +17,19 @@ import (
 // The goroutine driver: a reader goroutine feeds received messages to the
 // engine, a writer goroutine writes its batches and runs its timers, and
 // handler goroutines run Config.Handler. The fast paths of DriverFastPaths
-// (leader reads in lead.go; kick and writeDirect here) are strategies on
+// (leader reads in lead.go; kick here) are strategies on
 // top of it, behind the same seam and under the same locks.
 //
 // The seam: the engine is called only with Session.mu held, and every
 // release of mu goes through Session.unlock, which dispatches the events
 // the calls produced (wake-ups of Reads, Writes, Open, Accept, the writer)
-// first. Laying out a batch (AppendBatch, AppendDirect) and writing it,
+// first. Laying out a batch (AppendBatch) and writing it,
 // with the spliced chunks it references, is done only with sendMu held:
 // one batch in flight at a time, in order.
 //
 // Lock order: Stream.wmu, then Session.sendMu, then Session.mu; a
 // deadline's mutex is a leaf. sendMu is taken while mu is held only with
-// TryLock (kick, writeDirect), which never waits. Nothing blocks on the
+// TryLock (kick), which never waits. Nothing blocks on the
 // connection with mu held: readers and writers release it first.
 
 // wakeWriter tells the writer goroutine there may be something to write.
@@ -310,22 +310,6 @@ func (s *Session) kick(n int) {
 	}
 	bp := pool.GetBatch(wsio.HeaderRoom + s.cfg.MaxBatch)
 	s.writeOwnBatch(bp, s.e.AppendBatch((*bp)[:wsio.HeaderRoom], s.now()))
-}
-
-// writeDirect sends what it can of p on st in a batch it lays out and
-// writes itself, p's bytes spliced in (or copied into the batch), while
-// the writer goroutine is parked and nothing else is ready to send (s.mu
-// held; released while it writes, held again on return). It returns how
-// many bytes of p went out (0: none; the caller queues them).
-func (s *Session) writeDirect(st *Stream, p []byte) int {
-	if !s.takeWriter() {
-		return 0
-	}
-	bp := pool.GetBatch(wsio.HeaderRoom + s.cfg.MaxBatch)
-	b, n := s.e.AppendDirect((*bp)[:wsio.HeaderRoom], &st.rec, p, s.now())
-	s.writeOwnBatch(bp, b)
-	s.mu.Lock()
-	return n
 }
 
 // takeWriter reports whether the calling goroutine may lay out and write a

@@ -273,14 +273,6 @@ func (st *Stream) Write(p []byte) (int, error) {
 			s.unlock()
 			return n, ErrTimeout
 		}
-		if len(p)-n > directWriteMax && !kick {
-			// A large Write the writer goroutine would send next anyway
-			// sends its bytes from p itself: no copy into the queue.
-			if k := s.writeDirect(st, p[n:]); k > 0 {
-				n += k
-				continue
-			}
-		}
 		k, queued, _ := e.Write(&st.rec, p[n:])
 		n += k
 		kick = kick || queued
