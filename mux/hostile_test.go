@@ -283,8 +283,10 @@ func TestHostileNeverGrants(t *testing.T) {
 		cs, err := Client(a, nil)
 		require.NoError(t, err)
 		peer := newRawPeer(t, b, false)
-		wire := peer.observe(true)
+		// SETTINGS before the observer starts: it answers the client's
+		// first PING, which must not reach the client before them.
 		require.NoError(t, peer.send(settingsMsg()))
+		wire := peer.observe(true)
 		const n = defaultInitialSessionWindow/defaultInitialStreamWindow + 1
 		streams := make([]*Stream, n)
 		for i := range streams {
@@ -354,10 +356,12 @@ func TestStallTimeoutOff(t *testing.T) {
 		cs, err := Client(a, &Config{StallTimeout: -1})
 		require.NoError(t, err)
 		peer := newRawPeer(t, b, false)
-		wire := peer.observe(true)
 		var s frame.Settings
 		require.NoError(t, s.Set(frame.SettingInitialSessionWindow, 16<<10))
+		// SETTINGS before the observer starts: it answers the client's
+		// first PING, which must not reach the client before them.
 		require.NoError(t, peer.send(frame.AppendSettings(nil, &s)))
+		wire := peer.observe(true)
 		st, err := cs.OpenEarly(nil)
 		require.NoError(t, err)
 		require.Equal(t, defaultInitialStreamWindow, writeTimesOut(t, st, make([]byte, 1<<20), time.Second), "16 KiB sent, the rest queued")
