@@ -226,9 +226,8 @@ func (st *Stream) Read(p []byte) (int, error) {
 // data and nothing more is buffered for it.
 func (st *Stream) readDone(lead bool, n int, err error) (int, error) {
 	s := st.sess
-	if err != nil || st.rec.Buffered() > 0 {
-		// Concurrent Reads: the next one sees the error, or the rest.
-		notify(st.rdCh)
+	if err != nil {
+		notify(st.rdCh) // concurrent Reads: the next one sees the error too
 	}
 	if lead {
 		s.endLead(st, n > 0 && err == nil && st.rec.Buffered() == 0)

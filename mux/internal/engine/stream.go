@@ -73,9 +73,6 @@ func (st *Stream) Accepted() bool { return st.acked }
 // ResetErr returns the reset that ended st, or nil.
 func (st *Stream) ResetErr() *StreamError { return st.resetErr }
 
-// Removed reports whether st ended both ways and left the session table.
-func (st *Stream) Removed() bool { return st.removed }
-
 // Buffered returns the received bytes waiting for Read.
 func (st *Stream) Buffered() int { return st.rxq.Len() }
 
@@ -129,6 +126,9 @@ func (e *Engine) Unlend(st *Stream, now time.Duration) int {
 	st.rdBuf = nil
 	if n > 0 {
 		e.consumed(st, n, now)
+		if st.rxq.Len() > 0 {
+			e.emitStream(st, EvReadable) // the lent buffer filled: another reader may take the rest
+		}
 	}
 	return n
 }
@@ -247,9 +247,6 @@ func (e *Engine) Reset(st *Stream, code frame.ErrorCode, now time.Duration) {
 
 // SetInteractive puts st's data in the interactive class.
 func (e *Engine) SetInteractive(st *Stream, on bool) { st.interactive = on }
-
-// Interrupt wakes every waiter of st (a deadline changed).
-func (e *Engine) Interrupt(st *Stream, ev StreamEvents) { e.emitStream(st, ev) }
 
 // LentBytes returns how many bytes went into the lent buffer so far.
 func (st *Stream) LentBytes() int { return len(st.rdBuf) }

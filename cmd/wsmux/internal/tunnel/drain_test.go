@@ -44,21 +44,8 @@ func TestDrainKeepsRunningTransfers(t *testing.T) {
 		}
 		_, _ = c.Write(rest)
 	})
-	srv, err := NewServer(ServerConfig{Allow: []string{target}, Auth: auth.New([]string{testToken}, nil), Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
+	srv, ln, stop, served := drainingServer(t, target)
 	defer stop()
-	served := make(chan error, 1)
-	go func() {
-		served <- ops.Serve(ctx, ln, srv.Handler(), ops.ServerOptions{ShutdownTimeout: 20 * time.Second, Logger: testLogger(t)},
-			srv.Metrics().Sessions, srv.Health())
-	}()
 	var fwLog testnet.Buffer
 	fw, err := NewForwarder(ClientConfig{Server: "http://" + ln.Addr().String(), Token: testToken,
 		Logger: slog.New(slog.NewTextHandler(io.MultiWriter(&fwLog, testnet.LogWriter{T: t}), nil))},
@@ -156,21 +143,8 @@ func TestForwarderLogsGoAwayOnArrival(t *testing.T) {
 		<-release
 		_, _ = c.Write([]byte("rest"))
 	})
-	srv, err := NewServer(ServerConfig{Allow: []string{target}, Auth: auth.New([]string{testToken}, nil), Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
+	_, ln, stop, served := drainingServer(t, target)
 	defer stop()
-	served := make(chan error, 1)
-	go func() {
-		served <- ops.Serve(ctx, ln, srv.Handler(), ops.ServerOptions{ShutdownTimeout: 20 * time.Second, Logger: testLogger(t)},
-			srv.Metrics().Sessions, srv.Health())
-	}()
 	logged := make(chan struct{})
 	var once sync.Once
 	h := &signalHandler{Handler: slog.NewTextHandler(testnet.LogWriter{T: t}, nil), match: "the server sent GOAWAY",
@@ -228,4 +202,26 @@ func (h *signalHandler) Handle(ctx context.Context, r slog.Record) error {
 		h.hit()
 	}
 	return h.Handler.Handle(ctx, r)
+}
+
+// drainingServer serves the tunnel to target on a loopback listener the way
+// `wsmux tunnel serve` does (ops.Serve, a 20 s drain); stop is its SIGTERM,
+// and served reports how Serve ended.
+func drainingServer(t *testing.T, target string) (*Server, net.Listener, context.CancelFunc, <-chan error) {
+	t.Helper()
+	srv, err := NewServer(ServerConfig{Allow: []string{target}, Auth: auth.New([]string{testToken}, nil), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- ops.Serve(ctx, ln, srv.Handler(), ops.ServerOptions{ShutdownTimeout: 20 * time.Second, Logger: testLogger(t)},
+			srv.Metrics().Sessions, srv.Health())
+	}()
+	return srv, ln, stop, served
 }
