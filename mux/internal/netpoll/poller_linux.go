@@ -1,0 +1,272 @@
+//go:build linux
+
+package netpoll
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Supported reports whether conn can be registered with a Poller: a plain
+// TCP or Unix stream socket. TLS connections (crypto/tls buffers decrypted
+// bytes the poller cannot see), pipes and wrappers cannot.
+func Supported(conn net.Conn) bool {
+	switch c := conn.(type) {
+	case *net.TCPConn:
+		return true
+	case *net.UnixConn:
+		a := c.LocalAddr()
+		return a != nil && a.Network() == "unix"
+	}
+	return false
+}
+
+// Poller watches registered sockets with one edge-triggered epoll instance
+// and calls their Handlers when they become readable or writable.
+type Poller struct {
+	epfd int
+	evfd int // eventfd: wakes the loop for Close and the last Remove
+
+	mu      sync.Mutex
+	regs    map[int32]*Registration // by descriptor
+	gen     uint32
+	running bool // the loop goroutine runs
+	closed  bool
+	done    chan struct{} // closed when the loop goroutine exits (nil: none)
+}
+
+// New returns a Poller. Its goroutine starts with the first registration
+// and exits when the last one is removed.
+func New() (*Poller, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("netpoll: epoll_create1: %w", err)
+	}
+	evfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("netpoll: eventfd: %w", err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: -1}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &ev); err != nil {
+		unix.Close(evfd)
+		unix.Close(epfd)
+		return nil, fmt.Errorf("netpoll: epoll_ctl: %w", err)
+	}
+	return &Poller{epfd: epfd, evfd: evfd, regs: make(map[int32]*Registration)}, nil
+}
+
+// Registration is one socket registered with a Poller. Its zero value is
+// ready for Add. Read and Write must not be called concurrently with
+// themselves (one goroutine reads at a time, one writes at a time).
+type Registration struct {
+	p   *Poller
+	raw syscall.RawConn
+	h   Handler
+	fd  int32
+	gen uint32
+
+	// Arguments and results of the raw read and write callbacks, bound
+	// once at Add so that a read or write allocates nothing.
+	rb, wb     []byte
+	rn, wn     int
+	rerr, werr error
+	readFn     func(uintptr) bool
+	writeFn    func(uintptr) bool
+}
+
+// Add registers conn (see Supported) with r: h is called whenever the
+// socket becomes readable, writable or fails. Events are edge-triggered:
+// after one, the reader must read until ErrWouldBlock (or EOF) before the
+// next readable event is guaranteed, and likewise for writes.
+func (p *Poller) Add(r *Registration, conn net.Conn, h Handler) error {
+	sc, ok := conn.(syscall.Conn)
+	if !ok || !Supported(conn) {
+		return ErrUnsupported
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var fd int32 = -1
+	if err := raw.Control(func(f uintptr) { fd = int32(f) }); err != nil {
+		return err
+	}
+	r.p, r.raw, r.h, r.fd = p, raw, h, fd
+	r.readFn, r.writeFn = r.doRead, r.doWrite
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	p.gen++
+	r.gen = p.gen
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: fd, Pad: int32(r.gen)}
+	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
+		return fmt.Errorf("netpoll: epoll_ctl add: %w", err)
+	}
+	p.regs[fd] = r
+	if !p.running {
+		p.running = true
+		p.done = make(chan struct{})
+		go p.loop(p.done)
+	}
+	return nil
+}
+
+// Remove unregisters r; no event for it is delivered once Remove has
+// returned, except one the loop was already delivering. Call it before
+// closing the connection. It is idempotent.
+func (r *Registration) Remove() {
+	p := r.p
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur := p.regs[r.fd]; cur != r {
+		return // removed already (the descriptor may be another socket's now)
+	}
+	delete(p.regs, r.fd)
+	// If the connection was closed already, the kernel dropped it from the
+	// set: the error is expected.
+	_ = r.raw.Control(func(f uintptr) {
+		_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(f), nil)
+	})
+	if len(p.regs) == 0 {
+		p.kick()
+	}
+}
+
+// Read reads into b without blocking: ErrWouldBlock when nothing is
+// there, io.EOF at the peer's end of stream.
+func (r *Registration) Read(b []byte) (int, error) {
+	r.rb = b
+	err := r.raw.Read(r.readFn)
+	n, rerr := r.rn, r.rerr
+	r.rb, r.rerr = nil, nil
+	if err != nil {
+		return 0, err
+	}
+	return n, rerr
+}
+
+func (r *Registration) doRead(fd uintptr) bool {
+	n, err := unix.Read(int(fd), r.rb)
+	switch {
+	case err == unix.EAGAIN:
+		r.rn, r.rerr = 0, ErrWouldBlock
+	case err == unix.EINTR:
+		return false
+	case err != nil:
+		r.rn, r.rerr = 0, err
+	case n == 0 && len(r.rb) > 0:
+		r.rn, r.rerr = 0, errEOF
+	default:
+		r.rn, r.rerr = n, nil
+	}
+	return true
+}
+
+// Write writes b without blocking and returns how much the socket took:
+// n < len(b) with ErrWouldBlock when its buffer is full.
+func (r *Registration) Write(b []byte) (int, error) {
+	r.wb = b
+	err := r.raw.Write(r.writeFn)
+	n, werr := r.wn, r.werr
+	r.wb, r.werr = nil, nil
+	if err != nil {
+		return 0, err
+	}
+	return n, werr
+}
+
+func (r *Registration) doWrite(fd uintptr) bool {
+	n, err := unix.Write(int(fd), r.wb)
+	switch {
+	case err == unix.EAGAIN:
+		r.wn, r.werr = 0, ErrWouldBlock
+	case err == unix.EINTR:
+		return false
+	case err != nil:
+		r.wn, r.werr = 0, err
+	case n < len(r.wb):
+		r.wn, r.werr = n, ErrWouldBlock
+	default:
+		r.wn, r.werr = n, nil
+	}
+	return true
+}
+
+// kick wakes the loop goroutine (p.mu held or not).
+func (p *Poller) kick() {
+	var one = [8]byte{1}
+	_, _ = unix.Write(p.evfd, one[:])
+}
+
+// Close stops the Poller: registrations stay in place until removed, but
+// no event is delivered any more and Add fails. It waits for the loop
+// goroutine to exit.
+func (p *Poller) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	done := p.done
+	p.kick()
+	p.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+	unix.Close(p.evfd)
+	return unix.Close(p.epfd)
+}
+
+// loop waits for events and delivers them until the Poller is closed or
+// has no registrations left.
+func (p *Poller) loop(done chan struct{}) {
+	defer close(done)
+	var events [128]unix.EpollEvent
+	for {
+		n, err := unix.EpollWait(p.epfd, events[:], -1)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			n = 0
+		}
+		p.mu.Lock()
+		if p.closed || len(p.regs) == 0 {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		for i := range n {
+			ev := &events[i]
+			if ev.Fd < 0 {
+				var buf [8]byte
+				_, _ = unix.Read(p.evfd, buf[:])
+				continue
+			}
+			r := p.regs[ev.Fd]
+			if r == nil || r.gen != uint32(ev.Pad) {
+				continue // removed, or the descriptor is another socket's now
+			}
+			var e Event
+			if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+				e |= Readable
+			}
+			if ev.Events&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+				e |= Writable
+			}
+			// Handlers only record the event and queue work: they never
+			// block, so calling them under p.mu keeps Remove's promise.
+			r.h.OnReady(e)
+		}
+		p.mu.Unlock()
+	}
+}

@@ -1,0 +1,215 @@
+//go:build linux
+
+package netpoll
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// chanHandler forwards events to a channel that never blocks the loop.
+type chanHandler chan Event
+
+func (c chanHandler) OnReady(e Event) {
+	select {
+	case c <- e:
+	default:
+	}
+}
+
+func tcpConns(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	ch := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		ch <- c
+	}()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	b := <-ch
+	require.NotNil(t, b)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+func unixConns(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "s"))
+	require.NoError(t, err)
+	defer ln.Close()
+	ch := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		ch <- c
+	}()
+	a, err := net.Dial("unix", ln.Addr().String())
+	require.NoError(t, err)
+	b := <-ch
+	require.NotNil(t, b)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+// readAll reads what r has until ErrWouldBlock, waiting for Readable
+// events, until want bytes came or EOF.
+func readSome(t *testing.T, r *Registration, ev chanHandler, want int) ([]byte, error) {
+	var out []byte
+	buf := make([]byte, 7000)
+	for len(out) < want {
+		n, err := r.Read(buf)
+		out = append(out, buf[:n]...)
+		switch {
+		case errors.Is(err, ErrWouldBlock):
+			<-ev
+		case err != nil:
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// 8 MiB each way through registered sockets, with partial writes parked
+// until the Writable event: bytes checksummed on the other side.
+func TestPollerReadWrite(t *testing.T) {
+	for name, pair := range map[string]func(*testing.T) (net.Conn, net.Conn){"tcp": tcpConns, "unix": unixConns} {
+		t.Run(name, func(t *testing.T) {
+			p, err := New()
+			require.NoError(t, err)
+			defer p.Close()
+			a, b := pair(t)
+			require.True(t, Supported(b))
+			var r Registration
+			ev := make(chanHandler, 1)
+			require.NoError(t, p.Add(&r, b, ev))
+			defer r.Remove()
+
+			data := make([]byte, 8<<20)
+			_, _ = rand.Read(data)
+			sent := sha256.Sum256(data)
+			// Peer to registration: the peer writes, r reads without blocking.
+			go func() { _, _ = a.Write(data) }()
+			got, err := readSome(t, &r, ev, len(data))
+			require.NoError(t, err)
+			require.Equal(t, sent, sha256.Sum256(got))
+
+			// Registration to peer: writes park on ErrWouldBlock.
+			done := make(chan [32]byte)
+			go func() {
+				h := sha256.New()
+				_, _ = io.CopyN(h, a, int64(len(data)))
+				var s [32]byte
+				copy(s[:], h.Sum(nil))
+				done <- s
+			}()
+			parked := 0
+			for off := 0; off < len(data); {
+				n, err := r.Write(data[off:])
+				off += n
+				if errors.Is(err, ErrWouldBlock) {
+					parked++
+					for e := range ev {
+						if e&Writable != 0 {
+							break
+						}
+					}
+					continue
+				}
+				require.NoError(t, err)
+			}
+			require.Equal(t, sent, <-done)
+			require.Positive(t, parked, "8 MiB fit in the socket buffer: nothing parked")
+		})
+	}
+}
+
+// The peer's end of stream is an event, then io.EOF.
+func TestPollerEOF(t *testing.T) {
+	p, err := New()
+	require.NoError(t, err)
+	defer p.Close()
+	a, b := tcpConns(t)
+	var r Registration
+	ev := make(chanHandler, 1)
+	require.NoError(t, p.Add(&r, b, ev))
+	defer r.Remove()
+	_, err = a.Write([]byte("last words"))
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	got, err := readSome(t, &r, ev, 1<<20)
+	require.ErrorIs(t, err, io.EOF)
+	require.Equal(t, "last words", string(got))
+}
+
+// A read or write after the connection was closed fails cleanly, and
+// Remove after it does nothing harmful.
+func TestPollerClosedConn(t *testing.T) {
+	p, err := New()
+	require.NoError(t, err)
+	defer p.Close()
+	_, b := tcpConns(t)
+	var r Registration
+	require.NoError(t, p.Add(&r, b, make(chanHandler, 1)))
+	require.NoError(t, b.Close())
+	_, err = r.Read(make([]byte, 10))
+	require.ErrorIs(t, err, net.ErrClosed)
+	_, err = r.Write([]byte("x"))
+	require.ErrorIs(t, err, net.ErrClosed)
+	r.Remove()
+	r.Remove()
+}
+
+// Only plain TCP and Unix stream sockets are pollable.
+func TestPollerSupported(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	require.False(t, Supported(a))
+	_, tb := tcpConns(t)
+	require.False(t, Supported(tls.Server(tb, &tls.Config{})))
+	p, err := New()
+	require.NoError(t, err)
+	var r Registration
+	require.ErrorIs(t, p.Add(&r, a, make(chanHandler, 1)), ErrUnsupported)
+	require.NoError(t, p.Close())
+	_, c := tcpConns(t)
+	require.ErrorIs(t, p.Add(&r, c, make(chanHandler, 1)), ErrClosed)
+}
+
+// Many registrations on one poller: each gets its own bytes.
+func TestPollerMany(t *testing.T) {
+	p, err := New()
+	require.NoError(t, err)
+	defer p.Close()
+	const n = 50
+	regs := make([]Registration, n)
+	evs := make([]chanHandler, n)
+	peers := make([]net.Conn, n)
+	for i := range regs {
+		a, b := tcpConns(t)
+		evs[i] = make(chanHandler, 1)
+		require.NoError(t, p.Add(&regs[i], b, evs[i]))
+		peers[i] = a
+	}
+	for i := range peers {
+		_, err := peers[i].Write([]byte{byte(i), byte(i)})
+		require.NoError(t, err)
+	}
+	for i := range regs {
+		got, err := readSome(t, &regs[i], evs[i], 2)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal([]byte{byte(i), byte(i)}, got))
+		regs[i].Remove()
+	}
+}
