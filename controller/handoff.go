@@ -1,0 +1,129 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+)
+
+// HandoffVersion is the version of the handoff message (its "v").
+const HandoffVersion = 1
+
+// MaxHandoffMessage bounds a handoff message (the JSON, with the bytes
+// already read in base64): the gateway refuses longer ones as truncated.
+const MaxHandoffMessage = 128 << 10
+
+// User is a caller as the cluster should see it: the gateway impersonates
+// it (Impersonate-User, -Uid, -Group), so the cluster's RBAC decides.
+type User struct {
+	Name   string   `json:"name"`
+	UID    string   `json:"uid,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+}
+
+// Target is what a handed-off session opens. For exec, Command is
+// required; Container empty means the pod's default container. Stdin,
+// Stdout, Stderr and TTY, when nil, are taken from the client's request
+// (its query), which only says which streams the client will open.
+type Target struct {
+	Namespace   string   `json:"namespace"`
+	Pod         string   `json:"pod"`
+	Subresource string   `json:"subresource"` // exec, attach or portforward
+	Container   string   `json:"container,omitempty"`
+	Command     []string `json:"command,omitempty"`
+	Stdin       *bool    `json:"stdin,omitempty"`
+	Stdout      *bool    `json:"stdout,omitempty"`
+	Stderr      *bool    `json:"stderr,omitempty"`
+	TTY         *bool    `json:"tty,omitempty"`
+}
+
+// Validate checks what the gateway needs of a target.
+func (t Target) Validate() error {
+	switch {
+	case t.Namespace == "" || t.Pod == "":
+		return errors.New("target: no namespace or pod")
+	case t.Subresource != "exec" && t.Subresource != "attach" && t.Subresource != "portforward":
+		return fmt.Errorf("target: subresource %q: want exec, attach or portforward", t.Subresource)
+	case t.Subresource == "exec" && len(t.Command) == 0:
+		return errors.New("target: exec without a command: the controller decides what runs")
+	case t.Subresource != "exec" && len(t.Command) > 0:
+		return fmt.Errorf("target: a command for %s (only exec runs one)", t.Subresource)
+	}
+	return nil
+}
+
+// HandoffMessage is the JSON a controller sends with the client's socket
+// (one SCM_RIGHTS descriptor, in the same SOCK_SEQPACKET message).
+type HandoffMessage struct {
+	V      int    `json:"v"` // HandoffVersion
+	User   User   `json:"user"`
+	Target Target `json:"target"`
+	// Data are the bytes the controller already read from the socket: the
+	// request head and whatever followed it (base64 in the JSON). The
+	// gateway reads them before the socket.
+	Data []byte `json:"data"`
+	// RemoteAddr is the client's address for the gateway's logs (default:
+	// the socket's peer).
+	RemoteAddr string `json:"remote_addr,omitempty"`
+}
+
+// HandoffReply is the gateway's answer to each message: OK, or the
+// reason (a wsmux_handoffs_total result) and what went wrong.
+type HandoffReply struct {
+	V      int    `json:"v"`
+	OK     bool   `json:"ok"`
+	Reason string `json:"reason,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// HandoffError is a handoff the gateway refused.
+type HandoffError struct{ Reason, Message string }
+
+func (e *HandoffError) Error() string {
+	return "wsmux gateway refused the handoff (" + e.Reason + "): " + e.Message
+}
+
+var podPathRE = regexp.MustCompile(`^/api/v1/namespaces/([^/]+)/pods/([^/]+)/(exec|attach|portforward)$`)
+
+// TargetFromRequest reads the target of a request made to the Kubernetes
+// paths (/api/v1/namespaces/NS/pods/POD/exec?command=...&container=...,
+// as wsmux exec and kubectl send them); false if the path is not one.
+// A controller with its own URLs builds the Target itself.
+func TargetFromRequest(r *http.Request) (Target, bool) {
+	m := podPathRE.FindStringSubmatch(r.URL.Path)
+	if m == nil {
+		return Target{}, false
+	}
+	q := r.URL.Query()
+	t := Target{Namespace: m[1], Pod: m[2], Subresource: m[3], Container: q.Get("container"), Command: q["command"]}
+	for k, p := range map[string]**bool{"stdin": &t.Stdin, "stdout": &t.Stdout, "stderr": &t.Stderr, "tty": &t.TTY} {
+		if v, err := strconv.ParseBool(q.Get(k)); err == nil {
+			*p = &v
+		}
+	}
+	return t, true
+}
+
+// Query is the target as the query of the upstream request; flags the
+// target leaves nil come from client (the client's own query).
+func (t Target) Query(client url.Values) url.Values {
+	q := url.Values{}
+	if t.Container != "" {
+		q.Set("container", t.Container)
+	}
+	if len(t.Command) > 0 {
+		q["command"] = t.Command
+	}
+	for k, p := range map[string]*bool{"stdin": t.Stdin, "stdout": t.Stdout, "stderr": t.Stderr, "tty": t.TTY} {
+		switch {
+		case p != nil:
+			q.Set(k, strconv.FormatBool(*p))
+		case client.Has(k):
+			q.Set(k, client.Get(k))
+		}
+	}
+	return q
+}
