@@ -211,7 +211,7 @@ func writeStatus(w http.ResponseWriter, code int, reason, msg string) {
 }
 
 func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
-	user, err := g.cfg.Auth.Identify(r)
+	user, err := g.identify(r)
 	who := user.ID
 	if err != nil {
 		reason := auth.ReasonMissing
