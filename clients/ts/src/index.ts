@@ -1,0 +1,12 @@
+// @wsmux/client: WSMUX/1 (docs/spec/wsmux-v1.md) for browsers and Node, over
+// the standard WebSocket API, with WHATWG streams whose backpressure is the
+// protocol's flow control. No runtime dependencies.
+
+export * from "./errors.js";
+export * from "./frame.js";
+export { Session, SUBPROTOCOL } from "./session.js";
+export type { SessionOptions, WebSocketLike } from "./session.js";
+export { Stream } from "./stream.js";
+export { connect, ConnectError, bearerProtocol, base64url } from "./connect.js";
+export type { ConnectOptions, WebSocketConstructor } from "./connect.js";
+export * from "./k8s.js";

@@ -1,0 +1,794 @@
+// A WSMUX/1 session (spec sections 2, 6-11) over anything shaped like the
+// standard WebSocket API: the browser's, or the ws package's in Node.
+
+import { TokenBucket, WindowBudget } from "./budget.js";
+import { ErrorCode, ProtocolViolation, SessionError, StreamResetError, WsmuxError, codeName } from "./errors.js";
+import {
+  DEFAULT_SETTINGS,
+  Flag,
+  Frame,
+  FrameType,
+  HEADER_LEN,
+  HeadersInit,
+  HeaderFields,
+  MAX_GOAWAY_DEBUG,
+  MAX_RST_REASON,
+  MAX_U31,
+  Settings,
+  decodeHeaderBlock,
+  encodeHeaderBlock,
+  encodeSettings,
+  parseSettings,
+  putHeader,
+  toFields,
+  walkMessage,
+} from "./frame.js";
+import { Stream, StreamHost } from "./stream.js";
+
+/** The subprotocol of WSMUX/1 (spec 2.1). */
+export const SUBPROTOCOL = "wsmux.v1";
+
+/** The part of the WebSocket API a Session uses (browsers' WebSocket and the ws package both fit). */
+export interface WebSocketLike {
+  binaryType: string;
+  readonly protocol: string;
+  readonly readyState: number;
+  send(data: Uint8Array): void;
+  close(code?: number, reason?: string): void;
+  addEventListener(type: "message", l: (ev: { data: unknown }) => void): void;
+  addEventListener(type: "close", l: (ev: { code: number; reason: string }) => void): void;
+  addEventListener(type: "error", l: (ev: unknown) => void): void;
+}
+
+/** Options of a Session: its own settings (spec 6.2), timers and budgets. */
+export interface SessionOptions extends Partial<Omit<Settings, "features">> {
+  /** Peer's SETTINGS must arrive within this (spec 6.1; default 5000 ms). */
+  settingsTimeoutMs?: number;
+  /** PING after this much silence on the send side (9.2; default 15000 ms; 0: never). */
+  keepaliveMs?: number;
+  /** End the session when nothing at all arrived for this long (9.2; default 45000 ms; 0: never). */
+  keepaliveTimeoutMs?: number;
+  /** A graceful close() waits this long for streams to end (9.4; default 30000 ms). */
+  drainTimeoutMs?: number;
+  /** Streams the peer opened wait here for accept(); more are refused (7.2; default 64). */
+  acceptBacklog?: number;
+  /** Called with every stream the peer opens, instead of queueing it for accept(). */
+  onStream?: (s: Stream) => void;
+  /** Clock in ms (tests). */
+  now?: () => number;
+}
+
+/** A frame queued for sending: encoded bytes, or a DATA header and a view of the application's bytes. */
+type Part = Uint8Array | { h: Uint8Array; p: Uint8Array; length: number };
+
+const closeStatus = (code: number): number => {
+  switch (code) {
+    case ErrorCode.NO_ERROR:
+    case ErrorCode.IDLE_TIMEOUT:
+      return 1000;
+    case ErrorCode.KEEPALIVE_TIMEOUT:
+    case ErrorCode.SETTINGS_TIMEOUT:
+    case ErrorCode.STALL_TIMEOUT:
+      return 1001;
+    case ErrorCode.ENHANCE_YOUR_CALM:
+    case ErrorCode.STREAM_LIMIT_ERROR:
+    case ErrorCode.HEADER_TOO_LARGE:
+    case ErrorCode.MEMORY_LIMIT:
+      return 1008;
+    case ErrorCode.INTERNAL_ERROR:
+      return 1011;
+    default:
+      return 1002;
+  }
+};
+
+const enc = new TextEncoder();
+
+/** UTF-8 bytes of s cut to at most max bytes on a character boundary. */
+function utf8Prefix(s: string, max: number): Uint8Array {
+  let b = enc.encode(s);
+  if (b.length <= max) return b;
+  let n = max;
+  while (n > 0 && (b[n] & 0xc0) === 0x80) n--;
+  return b.subarray(0, n);
+}
+
+function frameBytes(type: number, flags: number, id: number, arg: number, payload?: Uint8Array): Uint8Array {
+  const len = payload ? payload.length : 0;
+  const b = new Uint8Array(HEADER_LEN + len);
+  putHeader(b, 0, type, flags, id, arg >>> 0, len);
+  if (payload) b.set(payload, HEADER_LEN);
+  return b;
+}
+
+/**
+ * One WSMUX/1 session. Construct it with a WebSocket that has just opened
+ * with subprotocol wsmux.v1 (connect() does that), as client or server.
+ */
+export class Session implements StreamHost {
+  readonly isClient: boolean;
+  /** This endpoint's settings as announced. */
+  readonly settings: Settings;
+  /** The peer's settings once its SETTINGS arrived. */
+  peerSettings: Settings | null = null;
+  /** Resolves when the session ended (rejects never): null for a graceful end, else the error. */
+  readonly done: Promise<WsmuxError | null>;
+
+  private readonly ws: WebSocketLike;
+  private readonly opts: SessionOptions;
+  private readonly now: () => number;
+  private streams = new Map<number, Stream>();
+  private backlog: Stream[] = [];
+  private acceptWaiters: Array<[(s: Stream) => void, (e: Error) => void]> = [];
+  private nextId: number;
+  private peerHighest = 0;
+  private ownCredit = DEFAULT_SETTINGS.initialMaxStreams;
+  private peerCredit: number;
+  private maxStreamsDirty = false;
+  private openWaiters: Array<() => void> = [];
+  private sendCredit = DEFAULT_SETTINGS.initialSessionWindow;
+  private sessionWaiters: Array<() => void> = [];
+  private recvAvail: number;
+  private recvUnacked = 0;
+  private ctrl: Part[] = [];
+  private ordered: Part[] = [];
+  private flushScheduled = false;
+  private state: "open" | "draining" | "ended" = "open";
+  private goAwaySent = false;
+  private goAwayRecv = MAX_U31;
+  private goAwayRecvSeen = false;
+  private settingsWaiters: Array<[() => void, (e: Error) => void]> = [];
+  private pingSeq = 0;
+  private pingOut: { arg: number; sent: number; resolve: (ms: number) => void; reject: (e: Error) => void; p: Promise<number> } | null = null;
+  private lastRecv: number;
+  private lastSent: number;
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private settingsTimer: ReturnType<typeof setTimeout> | null = null;
+  private resolveDone!: (e: WsmuxError | null) => void;
+  private endError: WsmuxError | null = null;
+  private readonly pingBudget: TokenBucket;
+  private readonly uselessBudget: WindowBudget;
+  private readonly resetBudget: WindowBudget;
+  /** Smoothed RTT of the session's PINGs in ms (0 before the first answer). */
+  rttMs = 0;
+
+  constructor(ws: WebSocketLike, isClient: boolean, opts: SessionOptions = {}) {
+    this.ws = ws;
+    this.isClient = isClient;
+    this.opts = opts;
+    this.now = opts.now ?? (() => Date.now());
+    const s: Settings = { ...DEFAULT_SETTINGS };
+    for (const k of Object.keys(DEFAULT_SETTINGS) as Array<keyof Settings>) {
+      const v = (opts as Record<string, unknown>)[k];
+      if (typeof v === "number") (s as unknown as Record<string, number>)[k] = v;
+    }
+    if (opts.keepaliveHintMs !== undefined) s.keepaliveHintMs = opts.keepaliveHintMs;
+    this.settings = s;
+    this.nextId = isClient ? 1 : 2;
+    this.peerCredit = s.initialMaxStreams;
+    this.recvAvail = s.initialSessionWindow;
+    this.lastRecv = this.lastSent = this.now();
+    this.pingBudget = new TokenBucket(50, 10, this.now);
+    this.uselessBudget = new WindowBudget(1000, 10000, this.now);
+    this.resetBudget = new WindowBudget(200, 10000, this.now);
+    this.done = new Promise((res) => (this.resolveDone = res));
+    const settingsPayload = encodeSettings(s); // throws EncodeError on a bad option
+    ws.binaryType = "arraybuffer";
+    ws.addEventListener("message", (ev) => this.onMessage(ev.data));
+    ws.addEventListener("close", (ev) => this.onClose(ev.code, ev.reason));
+    ws.addEventListener("error", () => {});
+    this.queueCtrl(frameBytes(FrameType.SETTINGS, 0, 0, 0, settingsPayload));
+    const st = opts.settingsTimeoutMs ?? 5000;
+    if (st > 0)
+      this.settingsTimer = setTimeout(() => {
+        if (!this.peerSettings) this.fail(new ProtocolViolation(ErrorCode.SETTINGS_TIMEOUT, `no SETTINGS from the peer within ${st} ms`));
+      }, st);
+    const ka = opts.keepaliveMs ?? 15000;
+    const kt = opts.keepaliveTimeoutMs ?? 45000;
+    if (ka > 0 || kt > 0) {
+      const tick = Math.max(50, Math.min(ka || kt, kt || ka) / 3);
+      this.timer = setInterval(() => this.onTick(ka, kt), tick);
+      (this.timer as { unref?: () => void }).unref?.();
+    }
+  }
+
+  /** Maximum DATA payload this endpoint sends (the peer's MAX_DATA_PAYLOAD). */
+  get maxSendPayload(): number {
+    return (this.peerSettings ?? DEFAULT_SETTINGS).maxDataPayload;
+  }
+
+  /** Number of live streams. */
+  get numStreams(): number {
+    return this.streams.size;
+  }
+
+  /** The error that ended the session, if it ended with one. */
+  get error(): WsmuxError | null {
+    return this.endError;
+  }
+
+  // --- public API ---------------------------------------------------------
+
+  /**
+   * Opens a stream with headers (spec 7.2), waiting for the peer's SETTINGS
+   * and for stream credit (MAX_STREAMS). Returns at once after the SYN is
+   * queued (optimistic open): stream.accepted tells the peer's answer.
+   * fin: open half-closed (the stream carries no bytes from here).
+   */
+  async open(headers?: HeadersInit, opts: { fin?: boolean } = {}): Promise<Stream> {
+    const fields = toFields(headers);
+    await this.waitSettings();
+    for (;;) {
+      this.checkCanOpen();
+      if (this.nextId > MAX_U31) throw new SessionError(ErrorCode.REFUSED_STREAM, "stream ids of this session are used up: open a new session");
+      if ((this.nextId + 1) >> 1 <= this.ownCredit) break;
+      await new Promise<void>((res) => this.openWaiters.push(res));
+    }
+    const block = encodeHeaderBlock(fields, this.peerSettings!.maxHeaderBytes);
+    const id = this.nextId;
+    this.nextId += 2;
+    const st = new Stream(this, id, true, fields, this.peerSettings!.initialStreamWindow, this.settings.initialStreamWindow, this.now());
+    this.streams.set(id, st);
+    this.queueOrdered(frameBytes(FrameType.HEADERS, Flag.SYN | (opts.fin ? Flag.FIN : 0), id, 0, block));
+    if (opts.fin) {
+      st.sendDone = true;
+      await st.writable.close().catch(() => {});
+    }
+    return st;
+  }
+
+  /** The next stream the peer opened; rejects once the session ended. */
+  accept(): Promise<Stream> {
+    const st = this.backlog.shift();
+    if (st) {
+      this.take(st);
+      return Promise.resolve(st);
+    }
+    if (this.state === "ended") return Promise.reject(this.endError ?? new SessionError(ErrorCode.NO_ERROR, "session closed"));
+    return new Promise((res, rej) => this.acceptWaiters.push([res, rej]));
+  }
+
+  /** Streams the peer opens, as an async iterator (ends with the session). */
+  async *[Symbol.asyncIterator](): AsyncGenerator<Stream> {
+    for (;;) {
+      try {
+        yield await this.accept();
+      } catch {
+        return;
+      }
+    }
+  }
+
+  /** Sends a PING and resolves with the round-trip time in ms (spec 4.6, 9.1). */
+  ping(): Promise<number> {
+    if (this.state === "ended") return Promise.reject(this.endError ?? new SessionError(ErrorCode.NO_ERROR, "session closed"));
+    if (this.pingOut) return this.pingOut.p;
+    const arg = (this.pingSeq = (this.pingSeq + 1) >>> 0);
+    let resolve!: (ms: number) => void, reject!: (e: Error) => void;
+    const p = new Promise<number>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    this.pingOut = { arg, sent: this.now(), resolve, reject, p };
+    this.queueCtrl(frameBytes(FrameType.PING, 0, 0, arg));
+    return p;
+  }
+
+  /** Sends GOAWAY(code) (spec 9.4): the peer opens no more streams; those open go on. */
+  goAway(code: number = ErrorCode.NO_ERROR, debug = ""): void {
+    if (this.state === "ended") return;
+    this.goAwaySent = true;
+    this.queueCtrl(frameBytes(FrameType.GOAWAY, 0, this.peerHighest, code, utf8Prefix(debug, MAX_GOAWAY_DEBUG)));
+    if (this.state === "open") this.state = "draining";
+    this.maybeFinishDrain();
+  }
+
+  /**
+   * Graceful close (spec 9.4): GOAWAY(NO_ERROR), streams finish within the
+   * drain timeout (then they are reset), then the WebSocket closes with 1000.
+   */
+  async close(): Promise<void> {
+    if (this.state === "ended") return;
+    this.goAway(ErrorCode.NO_ERROR);
+    const ms = this.opts.drainTimeoutMs ?? 30000;
+    const t = setTimeout(() => this.end(null, 1000, true), ms);
+    await this.done;
+    clearTimeout(t);
+  }
+
+  /** Ends the session at once with code (GOAWAY then WebSocket close, spec 9.5). */
+  abort(code: number = ErrorCode.CANCEL, debug = "aborted by the application"): void {
+    this.fail(new ProtocolViolation(code, debug));
+  }
+
+  // --- StreamHost ---------------------------------------------------------
+
+  /** @internal */
+  sessionSendCredit(): number {
+    return this.sendCredit;
+  }
+
+  /** @internal */
+  waitSessionCredit(): Promise<void> {
+    if (this.state === "ended") return Promise.resolve();
+    return new Promise((res) => this.sessionWaiters.push(res));
+  }
+
+  /** @internal */
+  sendData(st: Stream, chunk: Uint8Array, fin: boolean): void {
+    if (this.state === "ended") return;
+    this.sendCredit -= chunk.length;
+    if (chunk.length === 0) {
+      this.queueOrdered(frameBytes(FrameType.DATA, fin ? Flag.FIN : 0, st.id, 0));
+      return;
+    }
+    // The view is copied into the message by flush(), which the writer calls before its write resolves.
+    const h = new Uint8Array(HEADER_LEN);
+    putHeader(h, 0, FrameType.DATA, fin ? Flag.FIN : 0, st.id, 0, chunk.length);
+    this.queueOrdered({ h, p: chunk, length: HEADER_LEN + chunk.length });
+  }
+
+  /** @internal */
+  sendReset(st: Stream, code: number, reason: string): void {
+    if (this.state === "ended") return;
+    this.queueOrdered(frameBytes(FrameType.RST_STREAM, 0, st.id, code, utf8Prefix(reason, MAX_RST_REASON)));
+  }
+
+  /** @internal */
+  sendStopSending(st: Stream, code: number): void {
+    if (this.state === "ended") return;
+    this.queueOrdered(frameBytes(FrameType.STOP_SENDING, 0, st.id, code));
+  }
+
+  /** @internal Bytes of st read by the application or discarded: credit goes back (spec 8.4). */
+  consumed(st: Stream | null, n: number): void {
+    if (this.state === "ended" || n === 0) return;
+    if (st && !st.recvDone && !st.ended && this.streams.get(st.id) === st) {
+      st.recvUnacked += n;
+      if (st.recvUnacked >= Math.max(1, this.settings.initialStreamWindow >> 2)) {
+        this.queueCtrl(frameBytes(FrameType.WINDOW_UPDATE, 0, st.id, st.recvUnacked));
+        st.recvAvail += st.recvUnacked;
+        st.recvUnacked = 0;
+      }
+    }
+    this.recvUnacked += n;
+    if (this.recvUnacked >= Math.max(1, this.settings.initialSessionWindow >> 2)) {
+      this.queueCtrl(frameBytes(FrameType.WINDOW_UPDATE, 0, 0, this.recvUnacked));
+      this.recvAvail += this.recvUnacked;
+      this.recvUnacked = 0;
+    }
+  }
+
+  /** @internal A stream ended both ways or was reset: forget it, give its slot back. */
+  streamEnded(st: Stream): void {
+    if (this.streams.get(st.id) === st) this.streams.delete(st.id);
+    if (!st.local) {
+      const i = this.backlog.indexOf(st);
+      if (i >= 0) {
+        // Reset before the application took it: it never reaches the application.
+        this.backlog.splice(i, 1);
+        this.returnSlot();
+      } else if (st.taken) this.returnSlot();
+    }
+    this.maybeFinishDrain();
+  }
+
+  // --- sending ------------------------------------------------------------
+
+  private queueCtrl(b: Part): void {
+    if (this.state === "ended") return;
+    this.ctrl.push(b);
+    this.scheduleFlush();
+  }
+
+  private queueOrdered(b: Part): void {
+    if (this.state === "ended") return;
+    this.ordered.push(b);
+    this.scheduleFlush();
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    queueMicrotask(() => this.flush());
+  }
+
+  /** @internal Sends everything queued now, in as few messages as the peer's MAX_MESSAGE_SIZE allows. */
+  flush(): void {
+    this.flushScheduled = false;
+    if (this.state === "ended") return;
+    if (this.maxStreamsDirty && !this.goAwaySent) this.ctrl.push(frameBytes(FrameType.MAX_STREAMS, 0, 0, this.peerCredit));
+    this.maxStreamsDirty = false;
+    const parts = this.ctrl.length ? this.ctrl.concat(this.ordered) : this.ordered;
+    this.ctrl = [];
+    this.ordered = [];
+    const max = (this.peerSettings ?? DEFAULT_SETTINGS).maxMessageSize;
+    let i = 0;
+    while (i < parts.length) {
+      let size = 0, j = i;
+      while (j < parts.length && size + parts[j].length <= max) size += parts[j++].length;
+      const only = parts[i];
+      let msg: Uint8Array;
+      if (j === i + 1 && only instanceof Uint8Array) msg = only;
+      else {
+        msg = new Uint8Array(size);
+        let off = 0;
+        for (let k = i; k < j; k++) {
+          const x = parts[k];
+          if (x instanceof Uint8Array) msg.set(x, off);
+          else {
+            msg.set(x.h, off);
+            msg.set(x.p, off + HEADER_LEN);
+          }
+          off += x.length;
+        }
+      }
+      try {
+        this.ws.send(msg);
+      } catch (e) {
+        this.end(new SessionError(ErrorCode.INTERNAL_ERROR, `WebSocket send failed: ${(e as Error).message}`), 1011, false);
+        return;
+      }
+      i = j;
+    }
+    this.lastSent = this.now();
+  }
+
+  private returnSlot(): void {
+    if (this.goAwaySent || this.state === "ended") return;
+    this.peerCredit++;
+    this.maxStreamsDirty = true;
+    this.scheduleFlush();
+  }
+
+  private take(st: Stream): void {
+    st.taken = true;
+    if (st.ended) this.returnSlot();
+  }
+
+  // --- receiving ----------------------------------------------------------
+
+  private onMessage(data: unknown): void {
+    if (this.state === "ended") return;
+    this.lastRecv = this.now();
+    if (typeof data === "string") {
+      this.fail(new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, "text WebSocket message"), 1003);
+      return;
+    }
+    let msg: Uint8Array;
+    if (data instanceof ArrayBuffer) msg = new Uint8Array(data);
+    else if (ArrayBuffer.isView(data)) msg = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    else if (Array.isArray(data)) {
+      // ws's "fragments" binary type: join.
+      const total = data.reduce((n: number, b: Uint8Array) => n + b.length, 0);
+      msg = new Uint8Array(total);
+      let off = 0;
+      for (const b of data as Uint8Array[]) {
+        msg.set(b, off);
+        off += b.length;
+      }
+    } else {
+      this.fail(new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, "unexpected WebSocket message type"));
+      return;
+    }
+    if (msg.length > this.settings.maxMessageSize) {
+      this.fail(new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, `message of ${msg.length} bytes over MAX_MESSAGE_SIZE`), 1009);
+      return;
+    }
+    try {
+      walkMessage(msg, this.settings, (f) => {
+        if (this.state === "ended") return;
+        this.onFrame(f);
+      });
+    } catch (e) {
+      if (e instanceof ProtocolViolation) this.fail(e);
+      else this.fail(new ProtocolViolation(ErrorCode.INTERNAL_ERROR, `internal error: ${(e as Error).message}`));
+    }
+  }
+
+  private isOwn(id: number): boolean {
+    return (id & 1) === (this.isClient ? 1 : 0);
+  }
+
+  private isIdle(id: number): boolean {
+    return this.isOwn(id) ? id >= this.nextId : id > this.peerHighest;
+  }
+
+  private useless(what: string): void {
+    if (!this.uselessBudget.hit()) throw new ProtocolViolation(ErrorCode.ENHANCE_YOUR_CALM, `too many useless frames (${what})`);
+  }
+
+  private resetHit(what: string): void {
+    if (!this.resetBudget.hit()) throw new ProtocolViolation(ErrorCode.ENHANCE_YOUR_CALM, `too many resets (${what})`);
+  }
+
+  /** The live stream f names; throws on an idle id; null for a closed one. */
+  private lookup(f: Frame, name: string): Stream | null {
+    const st = this.streams.get(f.streamId);
+    if (st) return st;
+    if (this.isIdle(f.streamId)) throw new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, `${name} on idle stream ${f.streamId}`);
+    return null;
+  }
+
+  private onFrame(f: Frame): void {
+    if (!this.peerSettings) {
+      if (f.type !== FrameType.SETTINGS) throw new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, "first frame is not SETTINGS");
+      this.onSettings(f);
+      return;
+    }
+    switch (f.type) {
+      case FrameType.SETTINGS:
+        throw new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, "second SETTINGS");
+      case FrameType.DATA:
+        return this.onData(f);
+      case FrameType.HEADERS:
+        return this.onHeaders(f);
+      case FrameType.WINDOW_UPDATE:
+        return this.onWindowUpdate(f);
+      case FrameType.RST_STREAM:
+        return this.onReset(f);
+      case FrameType.STOP_SENDING: {
+        const st = this.lookup(f, "STOP_SENDING");
+        if (!st || st.sendDone) return this.useless("STOP_SENDING on a finished send side");
+        st.stopSending(f.arg);
+        return;
+      }
+      case FrameType.PING:
+        return this.onPing(f);
+      case FrameType.GOAWAY:
+        return this.onGoAway(f);
+      case FrameType.MAX_STREAMS:
+        if (f.arg > this.ownCredit) {
+          this.ownCredit = f.arg;
+          this.wakeAll("open");
+        }
+        return;
+    }
+  }
+
+  private onSettings(f: Frame): void {
+    const p = parseSettings(f.payload);
+    this.peerSettings = p;
+    this.sendCredit = p.initialSessionWindow;
+    this.ownCredit = p.initialMaxStreams;
+    if (this.settingsTimer) clearTimeout(this.settingsTimer);
+    const ws = this.settingsWaiters;
+    this.settingsWaiters = [];
+    for (const [res] of ws) res();
+  }
+
+  private onData(f: Frame): void {
+    const n = f.payload.length;
+    if (n > this.recvAvail) throw new ProtocolViolation(ErrorCode.FLOW_CONTROL_ERROR, `DATA of ${n} bytes beyond the session window (${this.recvAvail} left)`);
+    this.recvAvail -= n;
+    const st = this.lookup(f, "DATA");
+    if (!st) {
+      this.consumed(null, n); // a closed stream: discarded, credited back (7.8)
+      return;
+    }
+    if (n > st.recvAvail) throw new ProtocolViolation(ErrorCode.FLOW_CONTROL_ERROR, `DATA of ${n} bytes beyond the window of stream ${st.id}`);
+    st.recvAvail -= n;
+    if (st.recvDone) {
+      // DATA after FIN: a stream error STREAM_CLOSED (7.5).
+      this.resetHit("DATA after FIN");
+      this.consumed(null, n);
+      st.reset(ErrorCode.STREAM_CLOSED, "DATA after FIN");
+      return;
+    }
+    if (st.local) st.markAccepted([]);
+    if (n > 0) st.push(f.payload); // a view of a message buffer nobody else writes
+    if (f.flags & Flag.FIN) st.fin();
+  }
+
+  private onHeaders(f: Frame): void {
+    const fields = decodeHeaderBlock(f.payload, this.settings.maxHeaderBytes);
+    if (f.flags & Flag.SYN) return this.onSyn(f, fields);
+    const st = this.lookup(f, "HEADERS");
+    if (f.flags & Flag.ACK) {
+      if (!this.isOwn(f.streamId)) throw new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, `ACK for stream ${f.streamId} the peer opened`);
+      if (!st) return; // reset before the answer came (7.2)
+      if (st.ackReceived) throw new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, `second ACK for stream ${f.streamId}`);
+      st.ackReceived = true;
+      st.markAccepted(fields);
+      if (f.flags & Flag.FIN && !st.recvDone) st.fin();
+      return;
+    }
+    if (!st) return this.useless("HEADERS on a closed stream");
+    if (st.recvDone) return;
+    if (f.flags & Flag.FIN) {
+      if (st.local) st.markAccepted([]);
+      st.fin();
+      return;
+    }
+    this.useless("HEADERS metadata");
+  }
+
+  private onSyn(f: Frame, fields: HeaderFields): void {
+    const id = f.streamId;
+    if (this.isOwn(id)) throw new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, `SYN with this endpoint's parity (stream ${id})`);
+    if (id <= this.peerHighest) throw new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, `SYN for stream ${id} not above ${this.peerHighest}`);
+    if ((id + 1) >> 1 > this.peerCredit) throw new ProtocolViolation(ErrorCode.STREAM_LIMIT_ERROR, `SYN for stream ${id} beyond the stream credit ${this.peerCredit}`);
+    this.peerHighest = id;
+    const refuse = (code: number, why: string) => {
+      this.queueOrdered(frameBytes(FrameType.RST_STREAM, 0, id, code, enc.encode(why)));
+    };
+    if (this.goAwaySent || this.state !== "open") {
+      refuse(ErrorCode.REFUSED_STREAM, "going away");
+      return;
+    }
+    const backlogMax = this.opts.acceptBacklog ?? 64;
+    if (!this.opts.onStream && this.backlog.length >= backlogMax) {
+      this.resetHit("refused SYN");
+      refuse(ErrorCode.REFUSED_STREAM, "accept backlog full");
+      this.returnSlot();
+      return;
+    }
+    const st = new Stream(this, id, false, fields, this.peerSettings!.initialStreamWindow, this.settings.initialStreamWindow, this.now());
+    this.streams.set(id, st);
+    this.queueOrdered(frameBytes(FrameType.HEADERS, Flag.ACK, id, 0));
+    if (f.flags & Flag.FIN) st.fin();
+    if (this.opts.onStream) {
+      st.taken = true;
+      this.opts.onStream(st);
+      return;
+    }
+    const w = this.acceptWaiters.shift();
+    if (w) {
+      this.take(st);
+      w[0](st);
+    } else if (!st.ended) this.backlog.push(st);
+    else this.take(st);
+  }
+
+  private onWindowUpdate(f: Frame): void {
+    if (f.streamId === 0) {
+      if (this.sendCredit + f.arg > MAX_U31) throw new ProtocolViolation(ErrorCode.FLOW_CONTROL_ERROR, "session credit over 2^31-1");
+      this.sendCredit += f.arg;
+      this.wakeAll("session");
+      return;
+    }
+    const st = this.lookup(f, "WINDOW_UPDATE");
+    if (!st) return this.useless("WINDOW_UPDATE on a closed stream");
+    if (st.sendCredit + f.arg > MAX_U31) throw new ProtocolViolation(ErrorCode.FLOW_CONTROL_ERROR, `credit of stream ${st.id} over 2^31-1`);
+    st.addCredit(f.arg);
+  }
+
+  private onReset(f: Frame): void {
+    const st = this.lookup(f, "RST_STREAM");
+    if (!st) return this.useless("RST_STREAM on a closed stream");
+    if (!st.local && this.now() - st.openedAt < 1000 && st.exchanged < 1024) this.resetHit("stream reset right after it opened");
+    const reason = new TextDecoder().decode(f.payload);
+    const what = st.local && f.arg === ErrorCode.REFUSED_STREAM && !st.ackReceived ? "refused" : "reset by the peer";
+    st.terminate(new StreamResetError(st.id, f.arg, `stream ${st.id} ${what} (${codeName(f.arg)})${reason ? ": " + reason : ""}`, true), false);
+  }
+
+  private onPing(f: Frame): void {
+    if (f.flags & Flag.ACK) {
+      const p = this.pingOut;
+      if (!p || p.arg !== f.arg) return this.useless("unsolicited PING ACK");
+      this.pingOut = null;
+      const rtt = Math.max(0, this.now() - p.sent);
+      this.rttMs = this.rttMs === 0 ? rtt : (this.rttMs * 7 + rtt) / 8;
+      p.resolve(rtt);
+      return;
+    }
+    if (!this.pingBudget.take()) throw new ProtocolViolation(ErrorCode.ENHANCE_YOUR_CALM, "PING flood");
+    this.queueCtrl(frameBytes(FrameType.PING, Flag.ACK, 0, f.arg));
+  }
+
+  private onGoAway(f: Frame): void {
+    const debug = new TextDecoder().decode(f.payload);
+    if (f.arg !== ErrorCode.NO_ERROR) {
+      this.end(new SessionError(f.arg, `the peer ended the session: GOAWAY ${codeName(f.arg)}${debug ? ": " + debug : ""}`, true), 1000, false);
+      return;
+    }
+    this.goAwayRecvSeen = true;
+    this.goAwayRecv = Math.min(this.goAwayRecv, f.streamId);
+    for (const st of [...this.streams.values()])
+      if (st.local && st.id > this.goAwayRecv)
+        st.terminate(new StreamResetError(st.id, ErrorCode.REFUSED_STREAM, `stream ${st.id} not processed: the peer is going away (retry on a new session)`, true), false);
+    if (this.state === "open") this.state = "draining";
+    this.wakeAll("open");
+    this.maybeFinishDrain();
+  }
+
+  private checkCanOpen(): void {
+    if (this.state === "ended") throw this.endError ?? new SessionError(ErrorCode.NO_ERROR, "session closed");
+    if (this.goAwayRecvSeen) throw new SessionError(ErrorCode.REFUSED_STREAM, "the peer sent GOAWAY: open the stream on a new session", true);
+    if (this.goAwaySent) throw new SessionError(ErrorCode.REFUSED_STREAM, "this session is closing: open the stream on a new session");
+  }
+
+  private waitSettings(): Promise<void> {
+    if (this.peerSettings) return Promise.resolve();
+    if (this.state === "ended") return Promise.reject(this.endError ?? new SessionError(ErrorCode.NO_ERROR, "session closed"));
+    return new Promise((res, rej) => this.settingsWaiters.push([res, rej]));
+  }
+
+  private wakeAll(which: "open" | "session"): void {
+    if (which === "open") {
+      const ws = this.openWaiters;
+      this.openWaiters = [];
+      for (const w of ws) w();
+      return;
+    }
+    const ws = this.sessionWaiters;
+    this.sessionWaiters = [];
+    for (const w of ws) w();
+  }
+
+  private maybeFinishDrain(): void {
+    if (this.state !== "draining" || this.streams.size > 0) return;
+    // Nothing left: the endpoint with nothing more to send closes with 1000 (9.4).
+    this.end(null, 1000, true);
+  }
+
+  private onTick(ka: number, kt: number): void {
+    if (this.state === "ended") return;
+    const t = this.now();
+    if (kt > 0 && t - this.lastRecv >= kt) {
+      this.fail(new ProtocolViolation(ErrorCode.KEEPALIVE_TIMEOUT, `nothing received for ${kt} ms`));
+      return;
+    }
+    if (ka > 0 && t - this.lastSent >= ka && this.peerSettings && !this.pingOut) this.ping().catch(() => {});
+  }
+
+  private onClose(code: number, reason: string): void {
+    if (this.state === "ended") return;
+    const graceful = code === 1000 || code === 1001 || code === 1005;
+    this.end(
+      graceful ? null : new SessionError(ErrorCode.PROTOCOL_ERROR, `WebSocket closed with ${code}${reason ? " (" + reason + ")" : ""}`, true, code),
+      0,
+      false,
+      code,
+    );
+  }
+
+  // --- ending -------------------------------------------------------------
+
+  /** Session error (9.5): GOAWAY(code) as the last frame, then the close. */
+  private fail(e: ProtocolViolation, status = closeStatus(e.code)): void {
+    if (this.state === "ended") return;
+    this.ctrl = [];
+    this.ordered = [];
+    this.maxStreamsDirty = false;
+    try {
+      this.ws.send(frameBytes(FrameType.GOAWAY, 0, this.peerHighest, e.code, utf8Prefix(e.message, MAX_GOAWAY_DEBUG)));
+    } catch {
+      // the connection is gone already
+    }
+    this.end(new SessionError(e.code, e.message, false, status), status, false);
+  }
+
+  private end(err: WsmuxError | null, status: number, flush: boolean, remoteStatus = 0): void {
+    if (this.state === "ended") return;
+    if (flush) this.flush();
+    this.state = "ended";
+    this.endError = err;
+    if (this.settingsTimer) clearTimeout(this.settingsTimer);
+    if (this.timer) clearInterval(this.timer);
+    const streamErr = err ?? new SessionError(ErrorCode.CANCEL, remoteStatus ? `the session closed (WebSocket close ${remoteStatus})` : "the session closed", remoteStatus !== 0);
+    for (const st of [...this.streams.values()]) st.terminate(streamErr, false);
+    this.streams.clear();
+    for (const [, rej] of this.acceptWaiters) rej(streamErr);
+    this.acceptWaiters = [];
+    for (const [, rej] of this.settingsWaiters) rej(streamErr);
+    this.settingsWaiters = [];
+    this.pingOut?.reject(streamErr);
+    this.pingOut = null;
+    this.wakeAll("open");
+    this.wakeAll("session");
+    if (status) {
+      try {
+        this.ws.close(status);
+      } catch {
+        // A browser allows only 1000 and 3000-4999 from scripts.
+        try {
+          this.ws.close(1000);
+        } catch {
+          // already closing
+        }
+      }
+    }
+    this.resolveDone(err);
+  }
+}
