@@ -177,7 +177,8 @@ export class Session implements StreamHost {
     ws.addEventListener("message", (ev) => this.onMessage(ev.data));
     ws.addEventListener("close", (ev) => this.onClose(ev.code, ev.reason));
     ws.addEventListener("error", () => {});
-    this.queueCtrl(frameBytes(FrameType.SETTINGS, 0, 0, 0, settingsPayload));
+    // SETTINGS goes out at once, alone (6.1): a frame of the peer's may arrive in this same task.
+    ws.send(frameBytes(FrameType.SETTINGS, 0, 0, 0, settingsPayload));
     const st = opts.settingsTimeoutMs ?? 5000;
     if (st > 0)
       this.settingsTimer = setTimeout(() => {

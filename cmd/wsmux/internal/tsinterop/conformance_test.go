@@ -1,0 +1,55 @@
+package tsinterop_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/tsinterop"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/wireconf"
+)
+
+// TestConformanceTSClient runs `wsmux conformance --listen --echo` (the
+// runner as a server) against the TS client, which redials after every
+// session and echoes the streams the runner opens: every client-side check
+// must pass.
+func TestConformanceTSClient(t *testing.T) {
+	node, script := tsinterop.NeedCompiled(t, "conformance-client")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script, "ws://"+ln.Addr().String()+"/")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var report strings.Builder
+	sum, err := wireconf.Run(ctx, wireconf.Options{Listener: ln, Echo: true, AcceptTimeout: 20 * time.Second, Out: &report})
+	_ = ln.Close()
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if err != nil {
+		t.Fatalf("run: %v\n%s\nnode stderr: %s", err, report.String(), stderr.String())
+	}
+	t.Logf("conformance --listen against the TS client: %d passed, %d failed, %d skipped", sum.Pass, sum.Fail, sum.Skip)
+	if sum.Fail > 0 {
+		for _, r := range sum.Results {
+			if r.Status == "FAIL" {
+				t.Errorf("FAIL %s %s: %s", r.Section, r.Name, r.Detail)
+			}
+		}
+		t.Logf("report:\n%s", report.String())
+	}
+	// Every check that can run against a client without --slow: the Go client passes 70.
+	if sum.Pass < 70 {
+		t.Errorf("%d checks passed, want at least 70:\n%s", sum.Pass, report.String())
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package tsinterop_test
+
+const raceEnabled = false
