@@ -8,7 +8,7 @@ PKGS      := ./...
 WSMUX_SOAK ?= 30s
 export WSMUX_SOAK
 
-.PHONY: test vet fmt-check lint bench bench-go fuzz fuzz-seeds fuzz-long fuzz-ci fuzz-vet
+.PHONY: test ts-test vet fmt-check lint bench bench-go fuzz fuzz-seeds fuzz-long fuzz-ci fuzz-vet
 
 # The packages whose tests drive sessions: make test runs them once more with the reference
 # driver (mux.DriverGoroutines) in place of the default fast paths.
@@ -19,10 +19,19 @@ DRIVERPKGS := ./mux/... ./fuzz/... ./adapters/... ./cmd/wsmux/internal/wireconf/
 ## without -race: the allocation tests (the race runtime makes sync.Pool drop items) and
 ## the full-size integrity and slow-reader tests (256 x 4 MiB, 64 MiB), which -race slows
 ## past the time budget and so runs at reduced sizes.
-test: vet fmt-check
+test: vet fmt-check ts-test
 	$(GO) test -race -count=1 -timeout 14m $(PKGS)
 	WSMUX_DRIVER=goroutines $(GO) test -race -count=1 -timeout 10m $(DRIVERPKGS)
 	$(GO) test -count=1 -timeout 5m -run 'Alloc|Integrity|SlowReader' $(PKGS)
+
+## ts-test: the TypeScript client clients/ts: npm ci (versions of package-lock.json) when the lock
+## file changed, then npm test (node:test on testdata/vectors); the Go tests of
+## cmd/wsmux/internal/tsinterop and webui run what it compiled.
+ts-test: clients/ts/node_modules/.package-lock.json
+	cd clients/ts && npm test
+
+clients/ts/node_modules/.package-lock.json: clients/ts/package-lock.json
+	cd clients/ts && npm ci --no-audit --no-fund
 
 vet:
 	$(GO) vet $(PKGS)
