@@ -23,8 +23,9 @@ func newGatewayCmd(a *app) *cobra.Command {
 		Use:   "gateway --listen ADDR --token-file FILE [--client-ca CA] --kubeconfig FILE",
 		Short: "Authenticated exec/attach/port-forward gateway in front of a Kubernetes cluster",
 		Long: `Accept wsmux upgrades, unmodified kubectl's and client-go's WebSocket
-protocols (v5.channel.k8s.io exec/attach, the SPDY/3.1+portforward.k8s.io
-port-forward tunnel) and legacy SPDY upgrades, all on the same port, for
+protocols (v5.channel.k8s.io and v4.channel.k8s.io exec/attach, the
+SPDY/3.1+portforward.k8s.io port-forward tunnel) and legacy SPDY upgrades,
+all on the same port, for
 
   /api/v1/namespaces/{namespace}/pods/{pod}/exec
   /api/v1/namespaces/{namespace}/pods/{pod}/attach

@@ -308,7 +308,9 @@ current-context: gateway
 //	cat            stdin to stdout
 //	err MSG        MSG to stderr
 //	exit N         "bye" to stdout, then exit status N
-//	tty            print the first terminal size, then stdin to stdout
+//	tty [N]        print the first terminal size, then stdin to stdout
+//	               (N bytes of it, then exit 0, when N is given: for
+//	               protocols that cannot close stdin)
 //
 // Attach attaches to a container that runs cat.
 type runtime struct{ c *Cluster }
@@ -343,6 +345,11 @@ func (rt runtime) ExecInContainer(ctx context.Context, _, _, _ string, cmd []str
 			fmt.Fprintf(out, "size %dx%d\n", sz.Width, sz.Height)
 		case <-time.After(5 * time.Second):
 			return errors.New("no terminal size")
+		}
+		if len(cmd) > 1 {
+			n, _ := strconv.ParseInt(cmd[1], 10, 64)
+			_, err := io.CopyN(out, in, n)
+			return err
 		}
 		_, err := io.Copy(out, in)
 		return err

@@ -256,11 +256,11 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		up, proto = spdy.NewResponseUpgrader(), "spdy"
 	case t.Subresource == "portforward" && isTunnelRequest(r):
 		proto = ProtoWebSocket
-	case t.Subresource != "portforward" && isV5Request(r):
+	case t.Subresource != "portforward" && isChannelRequest(r):
 		proto = ProtoWebSocket
 	default:
 		g.badRequest(w, r, "not_upgrade", "expected a WebSocket upgrade (subprotocol "+mux.Subprotocol+
-			", v5.channel.k8s.io for exec/attach, SPDY/3.1+portforward.k8s.io for portforward) or a SPDY/3.1 upgrade request;"+
+			", v5.channel.k8s.io or v4.channel.k8s.io for exec/attach, SPDY/3.1+portforward.k8s.io for portforward) or a SPDY/3.1 upgrade request;"+
 			" if a SPDY client sent it, a proxy on the way dropped its Upgrade header: use WebSocket (kubectl 1.31 or later does by default)",
 			"upgrade", r.Header.Get("Upgrade"), "subprotocols", r.Header.Values("Sec-Websocket-Protocol"))
 		return

@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -53,7 +51,7 @@ func offersSubprotocol(r *http.Request, want string) bool {
 	return false
 }
 
-// isV5Request: kubectl's WebSocket exec/attach.
+// isV5Request: kubectl's WebSocket exec/attach (since 1.30).
 func isV5Request(r *http.Request) bool {
 	return isWebSocketUpgrade(r) && offersSubprotocol(r, v5Protocol)
 }
@@ -63,22 +61,20 @@ func isTunnelRequest(r *http.Request) bool {
 	return isWebSocketUpgrade(r) && offersSubprotocol(r, tunnelProtocol)
 }
 
-// translate serves a v5.channel.k8s.io exec or attach with k8s.io/apiserver's
-// StreamTranslatorHandler. Its upstream leg, a SPDY client, is dialled
+// translate serves a WebSocket exec or attach: v5.channel.k8s.io with
+// k8s.io/apiserver's StreamTranslatorHandler, v4 (which that handler does
+// not speak) with translateV4. The upstream leg, a SPDY client, is dialled
 // in-process into the gateway's own bridge (over a net.Pipe), which opens
 // the upstream session as the caller with the configured protocol (SPDY or
 // wsmux), so limits, impersonation and metrics are those of every other
 // session.
 func (g *Gateway) translate(w http.ResponseWriter, r *http.Request, t Target, rec *spliceRecord) {
-	q := r.URL.Query()
-	flag := func(k string) bool { v, _ := strconv.ParseBool(q.Get(k)); return v }
-	opts := proxy.Options{Stdin: flag("stdin"), Stdout: flag("stdout"), Stderr: flag("stderr"), Tty: flag("tty")}
-	loc := &url.URL{Scheme: "http", Host: "wsmux-gateway.internal", Path: r.URL.Path, RawQuery: r.URL.RawQuery}
-	user := callerOf(r)
-	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return g.dialInternal(user, t.Subresource, rec), nil
-	}}
-	proxy.NewStreamTranslatorHandler(loc, tr, 0, opts).ServeHTTP(w, r)
+	if !isV5Request(r) {
+		g.translateV4(w, r, t, rec)
+		return
+	}
+	loc, tr := g.internalUpstream(r, t, rec)
+	proxy.NewStreamTranslatorHandler(loc, tr, 0, streamOptions(r)).ServeHTTP(w, r)
 }
 
 // dialInternal returns a connection to a one-connection HTTP server that
