@@ -43,8 +43,10 @@ type Target struct {
 // Validate checks what the gateway needs of a target.
 func (t Target) Validate() error {
 	switch {
-	case t.Namespace == "" || t.Pod == "":
-		return errors.New("target: no namespace or pod")
+	case !nameRE.MatchString(t.Namespace) || len(t.Namespace) > 63:
+		return fmt.Errorf("target: namespace %q: want a Kubernetes name (lower-case letters, digits and '-')", t.Namespace)
+	case !nameRE.MatchString(t.Pod) || len(t.Pod) > 253:
+		return fmt.Errorf("target: pod %q: want a Kubernetes name (lower-case letters, digits, '-' and '.')", t.Pod)
 	case t.Subresource != "exec" && t.Subresource != "attach" && t.Subresource != "portforward":
 		return fmt.Errorf("target: subresource %q: want exec, attach or portforward", t.Subresource)
 	case t.Subresource == "exec" && len(t.Command) == 0:
@@ -85,6 +87,8 @@ type HandoffError struct{ Reason, Message string }
 func (e *HandoffError) Error() string {
 	return "wsmux gateway refused the handoff (" + e.Reason + "): " + e.Message
 }
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 
 var podPathRE = regexp.MustCompile(`^/api/v1/namespaces/([^/]+)/pods/([^/]+)/(exec|attach|portforward)$`)
 
