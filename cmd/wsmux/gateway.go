@@ -19,6 +19,7 @@ func newGatewayCmd(a *app) *cobra.Command {
 	var policyFile string
 	var reloadEvery time.Duration
 	var lf limitFlags
+	var cf controllerFlags
 	c := &cobra.Command{
 		Use:   "gateway --listen ADDR --token-file FILE [--client-ca CA] --kubeconfig FILE",
 		Short: "Authenticated exec/attach/port-forward gateway in front of a Kubernetes cluster",
@@ -139,7 +140,12 @@ finish for --shutdown-timeout, then close what is left.`,
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
-			return sf.serve(a, g.Handler(), pool != nil, g.Metrics().Sessions, g.Health(), "gateway",
+			h, stopControllers, err := cf.start(a, g, g.Handler(), reloadEvery)
+			if err != nil {
+				return err
+			}
+			defer stopControllers()
+			return sf.serve(a, h, pool != nil, g.Metrics().Sessions, g.Health(), "gateway",
 				"client_ca", clientCA != "", "cluster", cluster.Host, "upstream", upstream)
 		},
 	}
@@ -153,6 +159,7 @@ finish for --shutdown-timeout, then close what is left.`,
 	fl.StringVar(&policyFile, "policy-file", "", "YAML rules (users/groups -> namespaces, pods, subresources, containers) checked before anything goes upstream; see docs/gateway.md")
 	fl.StringVar(&upstream, "upstream", gateway.UpstreamSPDY, "protocol spoken to the cluster: spdy or wsmux")
 	lf.register(c, false)
+	cf.register(c)
 	return c
 }
 
