@@ -1,0 +1,48 @@
+// Builds the web terminal (web/) into cmd/wsmux/internal/webui/static/,
+// which wsmux embeds: app.js (esbuild, minified, no source map), app.css
+// (xterm's stylesheet and ours), index.html. With --check it builds in memory
+// and fails when the committed files differ (make test runs that).
+import { build } from "esbuild";
+import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { dirname, join } from "node:path";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, "..");
+const out = join(root, "..", "..", "cmd", "wsmux", "internal", "webui", "static");
+const check = process.argv.includes("--check");
+
+const js = await build({
+  entryPoints: [join(root, "web", "terminal.ts")],
+  bundle: true,
+  format: "esm",
+  target: "es2022",
+  minify: true,
+  legalComments: "eof",
+  write: false,
+  logLevel: "warning",
+});
+const files = {
+  "app.js": js.outputFiles[0].text,
+  "app.css": readFileSync(join(root, "node_modules", "@xterm", "xterm", "css", "xterm.css"), "utf8") + "\n" + readFileSync(join(root, "web", "style.css"), "utf8"),
+  "index.html": readFileSync(join(root, "web", "index.html"), "utf8"),
+};
+let stale = [];
+for (const [name, text] of Object.entries(files)) {
+  const p = join(out, name);
+  if (check) {
+    let cur = null;
+    try {
+      cur = readFileSync(p, "utf8");
+    } catch {}
+    if (cur !== text) stale.push(p);
+  } else {
+    mkdirSync(out, { recursive: true });
+    writeFileSync(p, text);
+  }
+}
+if (stale.length) {
+  console.error(`bundle: ${stale.join(", ")} differ from clients/ts/web and its dependencies: run \`npm run bundle\` in clients/ts and commit the result`);
+  process.exit(1);
+}
+console.log(check ? "bundle: up to date" : `bundle: wrote ${Object.keys(files).join(", ")} to ${out}`);
