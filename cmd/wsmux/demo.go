@@ -25,6 +25,7 @@ import (
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/clustertest"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/gateway"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/webui"
 )
 
 const demoUser = "demo"
@@ -171,10 +172,12 @@ Try, in another terminal:
   kubectl port-forward pod/web 8080:80      # then: curl http://127.0.0.1:8080/
   %s exec --server %s --ca-file %s --token-file %s shell -- uname -a
 
+or open the web terminal at %s%s (self-signed certificate: %s) with the token in %s.
+
 Ctrl-C stops the demo.
-`, server, demoUser, shellDir, kubeconfig, self, server, caFile, tokenFile)
+`, server, demoUser, shellDir, kubeconfig, self, server, caFile, tokenFile, server, webui.Prefix, caFile, tokenFile)
 	a.log.Info("demo: serving", "gateway", server, "cluster", cl.Server.URL, "kubeconfig", kubeconfig)
-	return ops.Serve(ctx, ln, g.Handler(), ops.ServerOptions{
+	return ops.Serve(ctx, ln, webui.Wrap(g.Handler()), ops.ServerOptions{
 		Certificate: cert, ShutdownTimeout: 5 * time.Second, Abort: a.aborted(), Logger: a.log,
 	}, g.Metrics().Sessions, g.Health())
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/gateway"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/webui"
 )
 
 func newGatewayCmd(a *app) *cobra.Command {
@@ -57,7 +58,9 @@ malformed paths and non-upgrade requests 400, each with a plain-text body
 saying why, a log line and a wsmux_auth_failures_total/wsmux_bad_requests_total
 count; nothing is forwarded for them.
 
-Also serves /healthz and /metrics (Prometheus) without authentication. On
+Also serves /healthz and /metrics (Prometheus) without authentication, and
+at /ui/ a web terminal (exec with a TTY over wsmux from the browser; the
+token is asked for in the page). On
 SIGTERM or SIGINT: stop accepting, GOAWAY every wsmux session, let sessions
 finish for --shutdown-timeout, then close what is left.`,
 		Example: `  wsmux gateway --listen :8443 --tls-cert tls.crt --tls-key tls.key \
@@ -145,7 +148,7 @@ finish for --shutdown-timeout, then close what is left.`,
 				return err
 			}
 			defer stopControllers()
-			return sf.serve(a, h, pool != nil, g.Metrics().Sessions, g.Health(), "gateway",
+			return sf.serve(a, webui.Wrap(h), pool != nil, g.Metrics().Sessions, g.Health(), "gateway",
 				"client_ca", clientCA != "", "cluster", cluster.Host, "upstream", upstream)
 		},
 	}
