@@ -146,8 +146,11 @@ def handoff(socket_path, client, user, target, data, remote_addr=None, timeout=1
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
         s.settimeout(timeout)
         s.connect(socket_path)
-        socket.send_fds(s, [js], [client.fileno()])
-        answer = s.recv(4096)
+        try:
+            socket.send_fds(s, [js], [client.fileno()])
+            answer = s.recv(4096)
+        except (ConnectionResetError, BrokenPipeError):
+            answer = b""
     if not answer:
         raise HandoffError("closed", "the gateway closed the handoff socket (is this user allowed by --handoff-allow-uid?)")
     reply = json.loads(answer)
