@@ -261,4 +261,3 @@ func TestGoExampleController(t *testing.T) {
 	}
 	e.metrics(t, `wsmux_handoffs_total{result="accepted"} 1`, `wsmux_tickets_accepted_total 1`)
 }
-
