@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=$(go list -m)
 fail=0
-for p in frame flow; do
+for p in frame flow controller; do
   bad=$(go list -deps "./$p/" | grep "^$mod/" | grep -v "^$mod/$p\$" || true)
   if [ -n "$bad" ]; then echo "layering: $p imports $bad"; fail=1; fi
 done
