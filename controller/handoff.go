@@ -81,8 +81,14 @@ type HandoffReply struct {
 	Error  string `json:"error,omitempty"`
 }
 
-// HandoffError is a handoff the gateway refused.
+// HandoffError is a handoff the gateway refused (Reason is a
+// wsmux_handoffs_total result, or "closed" when it closed the connection
+// without reading, as it does for a uid it does not allow).
 type HandoffError struct{ Reason, Message string }
+
+// HandoffClosed is HandoffError's Reason when the gateway closed the
+// connection without answering (the socket never reached it).
+const HandoffClosed = "closed"
 
 func (e *HandoffError) Error() string {
 	return "wsmux gateway refused the handoff (" + e.Reason + "): " + e.Message

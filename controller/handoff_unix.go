@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"syscall"
@@ -65,8 +66,12 @@ func Handoff(ctx context.Context, socketPath string, client syscall.Conn, m Hand
 	}
 	buf := make([]byte, 4096)
 	n, err := uc.Read(buf)
-	if err != nil {
-		return fmt.Errorf("controller: no answer from the gateway: %w", err)
+	if err != nil || n == 0 {
+		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+			// Closed without reading: the gateway did not take the socket.
+			return &HandoffError{Reason: HandoffClosed, Message: "the gateway closed the handoff connection (is this uid allowed by --handoff-allow-uid?)"}
+		}
+		return &NoAnswerError{Err: err}
 	}
 	var r HandoffReply
 	if err := json.Unmarshal(buf[:n], &r); err != nil {
@@ -78,6 +83,16 @@ func Handoff(ctx context.Context, socketPath string, client syscall.Conn, m Hand
 	return nil
 }
 
+// NoAnswerError is a handoff sent without an answer (a timeout): the
+// gateway may be serving the socket, so the controller must not write to
+// it; it only closes its copy.
+type NoAnswerError struct{ Err error }
+
+func (e *NoAnswerError) Error() string {
+	return "controller: no answer from the gateway to the handoff: " + e.Err.Error()
+}
+func (e *NoAnswerError) Unwrap() error { return e.Err }
+
 // ErrTLS is HandoffHTTP's error for a request that came over TLS: TLS
 // state cannot move to another process, so TLS must end in front of the
 // controller (a load balancer, a proxy), or the controller uses tickets.
@@ -87,7 +102,8 @@ var ErrTLS = errors.New("controller: cannot hand off a TLS connection: terminate
 // handler has authenticated and authorized, to the gateway: it hijacks
 // it, rebuilds the request head (net/http has parsed it), adds the bytes
 // net/http read past it, and calls Handoff. The connection is closed
-// here either way; on a refusal the client gets a 502 first.
+// here either way; on a refusal the client gets a 502 first (not when
+// the gateway did not answer: it may be serving the client).
 func HandoffHTTP(w http.ResponseWriter, r *http.Request, socketPath string, u User, t Target) error {
 	if r.TLS != nil {
 		return ErrTLS
@@ -114,7 +130,8 @@ func HandoffHTTP(w http.ResponseWriter, r *http.Request, socketPath string, u Us
 		head.Write(rest)
 	}
 	err = Handoff(r.Context(), socketPath, sc, HandoffMessage{User: u, Target: t, Data: head.Bytes(), RemoteAddr: r.RemoteAddr})
-	if err != nil {
+	var na *NoAnswerError
+	if err != nil && !errors.As(err, &na) {
 		msg := err.Error() + "\n"
 		fmt.Fprintf(conn, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(msg), msg)
 	}

@@ -274,6 +274,13 @@ func TestMintRefuses(t *testing.T) {
 	}
 }
 
+func TestParseTicketTooLong(t *testing.T) {
+	s := TicketPrefix + strings.Repeat("A", MaxTicketSize)
+	if _, _, err := ParseTicket([][]byte{vectorKey("k1")}, s); err == nil || !strings.Contains(err.Error(), "more than 8192") {
+		t.Fatalf("%d bytes: %v", len(s), err)
+	}
+}
+
 func TestNewClaims(t *testing.T) {
 	now := time.Unix(t0, 0)
 	c, err := NewClaims(User{Name: "alice", Groups: []string{"dev"}}, Target{Namespace: "default", Pod: "web-0", Subresource: "exec", Command: []string{"ls"}}, now, 30*time.Second)

@@ -69,7 +69,7 @@ def make_app(users, allow, handoff_socket=None, ticket_key=None, gateway=None):
         if handoff_socket:
             try:
                 environ["wsmux.handoff"](user, target)
-            except wc.HandoffError as e:
+            except (wc.HandoffError, wc.HandoffUnanswered) as e:
                 return respond(start_response, "502 Bad Gateway", "controller: %s\n" % e)
             return []  # the gateway answers the client now
         ticket = wc.mint_ticket(ticket_key, user["name"], target["namespace"], target["pod"], target["subresource"],
@@ -128,8 +128,12 @@ class Handler(socketserver.BaseRequestHandler):
 
         def handoff(user, target):
             # Everything read so far, the request head and what followed it.
-            wc.handoff(server.handoff_socket, sock, user, target, data,
-                       remote_addr="%s:%d" % self.client_address)
+            try:
+                wc.handoff(server.handoff_socket, sock, user, target, data,
+                           remote_addr="%s:%d" % self.client_address)
+            except wc.HandoffUnanswered:
+                server.handed_off.add(sock)  # the gateway may be serving it: only close our copy
+                raise
             server.handed_off.add(sock)
             print("controller: handed off %s's %s of %s/%s (%d bytes already read, %d past the head)"
                   % (user["name"], target["subresource"], target["namespace"], target["pod"], len(data),

@@ -96,11 +96,19 @@ def sign_claims(key, claims):
 
 
 class HandoffError(Exception):
-    """The gateway refused a handoff (reason: a wsmux_handoffs_total result)."""
+    """The gateway refused a handoff (reason: a wsmux_handoffs_total result,
+    or "closed": it closed the connection without reading, as it does for a
+    uid it does not allow). The client's socket is still the controller's."""
 
     def __init__(self, reason, message):
         super().__init__("wsmux gateway refused the handoff (%s): %s" % (reason, message))
         self.reason = reason
+
+
+class HandoffUnanswered(Exception):
+    """The handoff was sent and not answered (a timeout): the gateway may be
+    serving the client, so the controller must only close its copy of the
+    socket, never write to it."""
 
 
 _POD_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/(exec|attach|portforward)$")
@@ -135,7 +143,9 @@ def handoff(socket_path, client, user, target, data, remote_addr=None, timeout=1
     "tty"}; `data` the bytes already read from the client (the request head
     and whatever came after it). Raises HandoffError on a refusal. Either
     way, the caller then closes its copy of `client` with close(), never
-    shutdown(): the socket is shared with the gateway."""
+    shutdown(): the socket is shared with the gateway. Raises
+    HandoffUnanswered when the gateway did not answer: then do not write to
+    `client` either."""
     msg = {"v": HANDOFF_VERSION, "user": user, "target": target,
            "data": base64.b64encode(data).decode("ascii")}
     if remote_addr:
@@ -151,6 +161,8 @@ def handoff(socket_path, client, user, target, data, remote_addr=None, timeout=1
             answer = s.recv(4096)
         except (ConnectionResetError, BrokenPipeError):
             answer = b""
+        except socket.timeout as e:
+            raise HandoffUnanswered("no answer from the gateway within %ss" % timeout) from e
     if not answer:
         raise HandoffError("closed", "the gateway closed the handoff socket (is this user allowed by --handoff-allow-uid?)")
     reply = json.loads(answer)

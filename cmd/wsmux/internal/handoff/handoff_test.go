@@ -385,7 +385,7 @@ func TestHandoffPeerNotAllowed(t *testing.T) {
 	cl2, srv2 := tcpPair(t)
 	defer cl2.Close()
 	if err := controller.Handoff(context.Background(), e.s.Addr(), srv2, controller.HandoffMessage{User: controller.User{Name: "a"},
-		Target: controller.Target{Namespace: "default", Pod: "web-0", Subresource: "attach"}}); err == nil || errors.As(err, &he) {
+		Target: controller.Target{Namespace: "default", Pod: "web-0", Subresource: "attach"}}); !errors.As(err, &he) || he.Reason != controller.HandoffClosed {
 		t.Errorf("Go helper from a disallowed uid: %v, want a closed connection", err)
 	}
 }

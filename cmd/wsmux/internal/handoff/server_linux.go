@@ -101,8 +101,11 @@ func (s *Server) Serve() error {
 			if closed {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) {
+				// Out of descriptors or memory: wait for some to be freed, as
+				// net/http's server does, rather than stop taking handoffs.
+				s.log.Error("handoff: accepting a controller connection failed; retrying", "error", err)
+				time.Sleep(100 * time.Millisecond)
 				continue
 			}
 			return err

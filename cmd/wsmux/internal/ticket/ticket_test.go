@@ -264,6 +264,35 @@ func TestTicketsThroughGateway(t *testing.T) {
 	}
 }
 
+// TestTicketCacheFull: with MaxOutstanding tickets remembered, the next
+// is refused with 503 and Retry-After (and counted), not let through.
+func TestTicketCacheFull(t *testing.T) {
+	clk := newClock()
+	v := &Verifier{Now: clk.Now, MaxOutstanding: 1}
+	v.SetKeys([][]byte{key(1)})
+	m := ops.NewMetrics()
+	served := 0
+	h, err := NewHandler(Config{Verifier: v, Next: http.NotFoundHandler(), Metrics: m, Logger: slog.New(slog.NewTextHandler(testnet.LogWriter{T: t}, nil)),
+		ServeAs: func(http.ResponseWriter, *http.Request, auth.User) { served++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := []int{}
+	for range 2 {
+		rec := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/api/v1/namespaces/default/pods/web-0/exec", nil)
+		r.Header.Set("Authorization", "Bearer "+mint(t, key(1), claims(t, clk.Now(), "web-0")))
+		h.ServeHTTP(rec, r)
+		codes = append(codes, rec.Code)
+		if rec.Code == http.StatusServiceUnavailable && rec.Header().Get("Retry-After") == "" {
+			t.Error("503 without Retry-After")
+		}
+	}
+	if served != 1 || codes[1] != http.StatusServiceUnavailable || ops.Value(m.AuthFailures.WithLabelValues(ReasonFull)) != 1 {
+		t.Fatalf("served %d, codes %v", served, codes)
+	}
+}
+
 // TestTicketInQueryAndSubprotocol: browsers cannot set headers; the
 // ticket comes as ?ticket= or as Kubernetes' bearer subprotocol. It is
 // taken out of the request before the gateway sees it.
