@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -19,7 +21,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/remotecommand"
+
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/clustertest"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/handoff/handofftest"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
 	"github.com/wsmux/wsmux/controller"
 )
@@ -260,4 +265,34 @@ func TestGoExampleController(t *testing.T) {
 		t.Errorf("ticket: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	e.metrics(t, `wsmux_handoffs_total{result="accepted"} 1`, `wsmux_tickets_accepted_total 1`)
+}
+
+// TestPythonControllerKeepsBytesAlreadyRead: a client sends its first
+// wsmux frame right behind the upgrade request; the Python controller
+// reads both and hands off all it read; the session works and the bytes
+// come back.
+func TestPythonControllerKeepsBytesAlreadyRead(t *testing.T) {
+	py := python(t)
+	e := startControllerGateway(t, os.Getuid())
+	ctl, out := startProcess(t, py, pyController, "--listen", "127.0.0.1:0", "--users", usersFile(t),
+		"--allow", "alice=default", "--handoff-socket", e.sock)
+	u, _ := url.Parse(ctl + "/api/v1/namespaces/default/pods/web-0/exec?command=cat&stdin=true&stdout=true&stderr=true")
+	ex, err := handofftest.EarlyExecutor(u, "ctl-alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 256<<10)
+	rand.Read(data)
+	var got bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: bytes.NewReader(data), Stdout: &got, Stderr: io.Discard})
+	m := regexp.MustCompile(`(\d+) past the head`).FindStringSubmatch(out.String())
+	if m == nil || m[1] == "0" {
+		t.Fatalf("the controller did not read the client's first frame with the request (the test sent it too late):\n%s", out.String())
+	}
+	if err != nil || !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("exec: %d of %d bytes back, %v", got.Len(), len(data), err)
+	}
+	t.Logf("the Python controller handed off %s bytes it had read past the request head", m[1])
 }
