@@ -119,7 +119,7 @@ func (s *Session) readLoop() {
 			s.unlock()
 			return
 		}
-		s.e.Feed(msg, s.now())
+		s.e.FeedRetain(msg, s.wsc.Buffer(), s.now())
 		s.unlock()
 		if len(msg) <= yieldMessage {
 			// A small message most likely woke a Read waiting for it:
