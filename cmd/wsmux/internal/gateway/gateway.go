@@ -416,7 +416,13 @@ func (u *trackingUpgrader) UpgradeResponse(w http.ResponseWriter, r *http.Reques
 		sess = wc.Session()
 	}
 	u.g.m.Upgrades.WithLabelValues(u.proto, u.kind).Inc()
-	u.done = u.g.m.Sessions.Add(u.proto, sess, func() { _ = c.Close() })
+	done := u.g.m.Sessions.Add(u.proto, sess, func() { _ = c.Close() })
+	u.done = func() {
+		if sess != nil {
+			u.g.lim.SessionEnded(sess.Err())
+		}
+		done()
+	}
 	return c
 }
 

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/mux"
 )
 
@@ -31,13 +33,13 @@ type Limits struct {
 	DialBurst      int
 	// BufferPerCaller bounds the bytes a caller can make the server buffer:
 	// it is split between its SessionsPerCaller sessions as their receive
-	// windows and send buffers (ApplyBuffer), which flow control enforces
-	// (a peer that sends beyond its window gets FLOW_CONTROL_ERROR).
+	// windows and send buffers (ApplyBuffer), which flow control enforces:
+	// a caller at its share waits for credit, and one that sends beyond
+	// its window gets FLOW_CONTROL_ERROR (counted by SessionEnded).
 	BufferPerCaller int64
 }
 
-// Limit names, the label of wsmux_limit (and of
-// wsmux_limit_refusals_total, except LimitBuffer).
+// Limit names, the label of wsmux_limit and wsmux_limit_refusals_total.
 const (
 	LimitSessions = "sessions_per_caller"
 	LimitStreams  = "streams_per_session"
@@ -92,7 +94,7 @@ func NewLimiter(lim Limits, m *Metrics) *Limiter {
 	l := &Limiter{lim: lim, now: time.Now, callers: map[string]*caller{},
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wsmux_limit_refusals_total",
-			Help: "Requests, streams and dials refused by a per-caller limit (streams_per_session: a session reached its stream credit).",
+			Help: "Requests, streams and dials refused by a per-caller limit (streams_per_session: a session reached its stream credit; buffer_bytes_per_caller: a session ended for sending beyond the windows the limit sized).",
 		}, []string{"limit"}),
 	}
 	conf := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -102,9 +104,7 @@ func NewLimiter(lim Limits, m *Metrics) *Limiter {
 	conf.WithLabelValues(LimitStreams).Set(float64(lim.StreamsPerSession))
 	conf.WithLabelValues(LimitDials).Set(lim.DialsPerSecond)
 	conf.WithLabelValues(LimitBuffer).Set(float64(lim.BufferPerCaller))
-	// (The buffer limit refuses nothing itself: flow control does, counted
-	// as FLOW_CONTROL_ERROR in wsmux_errors_total.)
-	for _, n := range []string{LimitSessions, LimitStreams, LimitDials} {
+	for _, n := range []string{LimitSessions, LimitStreams, LimitDials, LimitBuffer} {
 		l.refusals.WithLabelValues(n)
 	}
 	if m != nil {
@@ -176,6 +176,18 @@ func (l *Limiter) AllowDial(who string) error {
 	c.tokens--
 	l.forget(who, c)
 	return nil
+}
+
+// SessionEnded counts a wsmux session that ended with err as a refusal by
+// LimitBuffer when the caller sent beyond the receive windows the buffer
+// limit sized: a FLOW_CONTROL_ERROR detected here (not one the peer
+// reported). A caller that stays within them is only ever held: its
+// writes wait for credit.
+func (l *Limiter) SessionEnded(err error) {
+	var se *mux.SessionError
+	if l.lim.BufferPerCaller > 0 && errors.As(err, &se) && !se.Remote && se.Code == frame.FlowControlError {
+		l.refusals.WithLabelValues(LimitBuffer).Inc()
+	}
 }
 
 // StreamLimitReached counts a session that just reached its stream limit

@@ -160,6 +160,7 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		<-sess.Done()
 		release()
+		s.lim.SessionEnded(sess.Err())
 		s.log.Info("tunnel: session ended", "remote", r.RemoteAddr, "caller", who, "reason", sess.Err())
 		done() // after the last log line: a drain waits for this
 	}()
