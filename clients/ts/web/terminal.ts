@@ -81,6 +81,7 @@ async function connect(): Promise<void> {
       initialSessionWindow: 4 << 20,
     });
     session = s;
+    button.textContent = "Reconnect";
     const ex = await wsmux.startExec(s, target);
     term.reset();
     fit.fit();
@@ -119,7 +120,6 @@ async function connect(): Promise<void> {
     status(`connection failed: ${err.message}`, "error");
   } finally {
     button.disabled = false;
-    button.textContent = "Reconnect";
   }
 }
 
