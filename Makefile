@@ -25,10 +25,11 @@ test: vet fmt-check ts-test
 	$(GO) test -count=1 -timeout 5m -run 'Alloc|Integrity|SlowReader' $(PKGS)
 
 ## ts-test: the TypeScript client clients/ts: npm ci (versions of package-lock.json) when the lock
-## file changed, then npm test (node:test on testdata/vectors); the Go tests of
-## cmd/wsmux/internal/tsinterop and webui run what it compiled.
+## file changed, then npm test (node:test on testdata/vectors) and a check that the web
+## terminal's committed bundle (cmd/wsmux/internal/webui/static) matches its sources; the Go
+## tests of cmd/wsmux/internal/tsinterop and webui (headless chromium) run what it compiled.
 ts-test: clients/ts/node_modules/.package-lock.json
-	cd clients/ts && npm test
+	cd clients/ts && npm test && npm run --silent check-bundle
 
 clients/ts/node_modules/.package-lock.json: clients/ts/package-lock.json
 	cd clients/ts && npm ci --no-audit --no-fund
