@@ -10,6 +10,7 @@ import (
 
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/gateway"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/webui"
 )
 
@@ -105,10 +106,11 @@ finish for --shutdown-timeout, then close what is left.`,
 				}
 				pool = p
 			}
+			m := ops.NewMetrics()
 			var policy *gateway.PolicyStore
 			if policyFile != "" {
 				policy = &gateway.PolicyStore{}
-				pr := &auth.FileReloader{Path: policyFile, What: "policy file", Log: a.log, Load: func(b []byte) error {
+				pr := &auth.FileReloader{Path: policyFile, What: "policy file", Log: a.log, OnReload: m.ReloadHook("policy_file"), Load: func(b []byte) error {
 					p, err := gateway.ParsePolicy(b)
 					if err == nil {
 						policy.Set(p)
@@ -130,7 +132,7 @@ finish for --shutdown-timeout, then close what is left.`,
 			}
 			authn := auth.NewWithUsers(tokens, pool)
 			if sf.tokenFile != "" && reloadEvery > 0 {
-				rl := &auth.TokenFileReloader{Path: sf.tokenFile, Auth: authn, Log: a.log}
+				rl := &auth.TokenFileReloader{Path: sf.tokenFile, Auth: authn, Log: a.log, OnReload: m.ReloadHook("token_file")}
 				_ = rl.Reload() // read above; this records the file's state
 				stop := make(chan struct{})
 				defer close(stop)
@@ -138,7 +140,7 @@ finish for --shutdown-timeout, then close what is left.`,
 			}
 			g, err := gateway.New(gateway.Config{
 				Auth: authn, Impersonate: impersonate, Policy: policy, Cluster: cluster, Upstream: upstream, Limits: lf.limits(),
-				DrainTimeout: drainBound(sf.shutdownTimeout), Logger: a.log,
+				DrainTimeout: drainBound(sf.shutdownTimeout), Logger: a.log, Metrics: m,
 			})
 			if err != nil {
 				return usageErrorf("%v", err)

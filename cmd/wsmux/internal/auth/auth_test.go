@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestReadTokens(t *testing.T) {
@@ -126,5 +127,73 @@ func TestFileReloaderKeepsStateOnError(t *testing.T) {
 	os.WriteFile(p, []byte("good again"), 0o600)
 	if err := r.Reload(); err != nil || cur != "good again" {
 		t.Fatal(cur, err)
+	}
+}
+
+// TestTokenFileWatchReloadsOnChange: the watch notices edits of the file on
+// disk by their contents, including one that keeps its size and its
+// modification time, and installs the new tokens; a broken edit keeps the
+// old ones. Each step waits for the reload's outcome (OnReload).
+func TestTokenFileWatchReloadsOnChange(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tokens")
+	write := func(content string, mtime time.Time) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stamp := time.Now().Add(-time.Hour).Truncate(time.Second)
+	write("token-aaaa,alice\n", stamp)
+	a := NewWithUsers(nil, nil)
+	outcomes := make(chan error, 8)
+	r := &TokenFileReloader{Path: p, Auth: a, OnReload: func(err error) { outcomes <- err }}
+	next := func() error {
+		t.Helper()
+		select {
+		case err := <-outcomes:
+			return err
+		case <-time.After(30 * time.Second): // a failure deadline, not a wait
+			t.Fatal("the watch did not reload the edited file")
+			return nil
+		}
+	}
+	if err := r.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	next()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); r.Watch(stop, time.Millisecond) }()
+	defer func() { close(stop); <-done }()
+
+	user := func(tok string) string {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		u, err := a.Identify(req)
+		if err != nil {
+			return "refused"
+		}
+		return u.Name
+	}
+	if user("token-aaaa") != "alice" {
+		t.Fatal("first file not in place")
+	}
+	// Same size, same modification time, another token.
+	write("token-bbbb,bobby\n", stamp)
+	if err := next(); err != nil {
+		t.Fatal(err)
+	}
+	if got, gotB := user("token-aaaa"), user("token-bbbb"); got != "refused" || gotB != "bobby" {
+		t.Fatalf("after the edit: old token %s, new token %s", got, gotB)
+	}
+	write("token-cccc,carol,1,dev,extra\n", stamp.Add(time.Second))
+	if err := next(); err == nil {
+		t.Fatal("a broken file reloaded without error")
+	}
+	if user("token-bbbb") != "bobby" || user("token-cccc") != "refused" {
+		t.Fatal("a broken file changed the tokens")
 	}
 }

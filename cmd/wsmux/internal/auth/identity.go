@@ -134,43 +134,58 @@ type TokenFileReloader struct {
 	Path string
 	Auth *Authenticator
 	Log  *slog.Logger
+	// OnReload, when set, is called after every reload with its outcome
+	// (nil: the file's tokens are in place; else the previous ones stay).
+	OnReload func(error)
 
-	last os.FileInfo
+	seen fileState
 }
 
 // Reload re-reads the file and installs its tokens.
 func (r *TokenFileReloader) Reload() error {
-	fi, _ := os.Stat(r.Path)
-	toks, err := ReadTokenFile(r.Path)
-	if err != nil {
+	b, err := os.ReadFile(r.Path)
+	var toks []Token
+	if err == nil {
+		r.seen.note(b)
+		toks, err = ParseTokens(r.Path, b)
+	}
+	if err == nil {
+		r.Auth.SetTokens(toks)
 		if r.Log != nil {
-			r.Log.Error("auth: token file not reloaded; keeping the previous tokens: fix the file and save it again (or send SIGHUP)", "file", r.Path, "error", err)
+			r.Log.Info("auth: token file loaded", "file", r.Path, "tokens", len(toks))
 		}
-		r.last = fi
-		return err
+	} else if r.Log != nil {
+		r.Log.Error("auth: token file not reloaded; keeping the previous tokens: fix the file and save it again (or send SIGHUP)", "file", r.Path, "error", err)
 	}
-	r.Auth.SetTokens(toks)
-	r.last = fi
-	if r.Log != nil {
-		r.Log.Info("auth: token file loaded", "file", r.Path, "tokens", len(toks))
+	if r.OnReload != nil {
+		r.OnReload(err)
 	}
-	return nil
+	return err
 }
 
-// changed reports whether the file's size or modification time changed
-// since the last Reload.
-func (r *TokenFileReloader) changed() bool {
-	fi, err := os.Stat(r.Path)
-	if err != nil || r.last == nil {
-		return err == nil && r.last == nil
-	}
-	return fi.Size() != r.last.Size() || !fi.ModTime().Equal(r.last.ModTime())
-}
-
-// Watch reloads on SIGHUP and when the file changes (checked every
-// interval) until stop is closed.
+// Watch reloads on SIGHUP and when the file's contents change (checked
+// every interval) until stop is closed.
 func (r *TokenFileReloader) Watch(stop <-chan struct{}, interval time.Duration) {
-	watchLoop(stop, interval, r.changed, r.Reload)
+	watchLoop(stop, interval, func() bool { return r.seen.changed(r.Path) }, r.Reload)
+}
+
+// fileState remembers the contents last read from a file (a digest), so a
+// watch reloads when they change, whatever the file system's timestamps
+// say (an edit within one mtime tick, a Secret volume's symlink swap), and
+// reads a broken file once, not at every check.
+type fileState struct {
+	sum  [sha256.Size]byte
+	read bool
+}
+
+func (f *fileState) note(b []byte) { f.sum, f.read = sha256.Sum256(b), true }
+
+// changed reports whether the file now holds something else than what was
+// last read (a file that cannot be read now counts as unchanged: it may be
+// in the middle of a replacement).
+func (f *fileState) changed(path string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && (!f.read || sha256.Sum256(b) != f.sum)
 }
 
 func watchLoop(stop <-chan struct{}, interval time.Duration, changed func() bool, reload func() error) {
@@ -201,34 +216,34 @@ type FileReloader struct {
 	What string // for the log: "policy file"
 	Load func([]byte) error
 	Log  *slog.Logger
+	// OnReload, when set, is called after every reload with its outcome.
+	OnReload func(error)
 
-	last os.FileInfo
+	seen fileState
 }
 
 // Reload re-reads the file.
 func (r *FileReloader) Reload() error {
-	fi, _ := os.Stat(r.Path)
-	r.last = fi
 	b, err := os.ReadFile(r.Path)
 	if err == nil {
+		r.seen.note(b)
 		err = r.Load(b)
 	}
 	if err != nil {
 		if r.Log != nil {
 			r.Log.Error("auth: "+r.What+" not reloaded; keeping the previous one: fix the file and save it again (or send SIGHUP)", "file", r.Path, "error", err)
 		}
-		return err
-	}
-	if r.Log != nil {
+	} else if r.Log != nil {
 		r.Log.Info("auth: "+r.What+" loaded", "file", r.Path)
 	}
-	return nil
+	if r.OnReload != nil {
+		r.OnReload(err)
+	}
+	return err
 }
 
-// Watch reloads on SIGHUP and when the file changes until stop is closed.
+// Watch reloads on SIGHUP and when the file's contents change until stop
+// is closed.
 func (r *FileReloader) Watch(stop <-chan struct{}, interval time.Duration) {
-	watchLoop(stop, interval, func() bool {
-		fi, err := os.Stat(r.Path)
-		return err == nil && (r.last == nil || fi.Size() != r.last.Size() || !fi.ModTime().Equal(r.last.ModTime()))
-	}, r.Reload)
+	watchLoop(stop, interval, func() bool { return r.seen.changed(r.Path) }, r.Reload)
 }

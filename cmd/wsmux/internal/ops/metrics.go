@@ -33,6 +33,9 @@ type Metrics struct {
 	TunnelBytes *prometheus.CounterVec
 	// Upgrades counts accepted upgrades by protocol and kind.
 	Upgrades *prometheus.CounterVec
+	// Reloads counts loads of watched files (the first one included), by
+	// file and result (success, failure: the previous contents stay).
+	Reloads *prometheus.CounterVec
 
 	Sessions *Tracker
 }
@@ -57,6 +60,9 @@ func NewMetrics() *Metrics {
 		Upgrades: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wsmux_upgrades_total", Help: "Accepted upgrades, by protocol (wsmux, spdy) and kind.",
 		}, []string{"protocol", "kind"}),
+		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wsmux_reloads_total", Help: "Loads of watched files (token file, policy file...), by file and result; a failure keeps the previous contents.",
+		}, []string{"file", "result"}),
 		Sessions: NewTracker(),
 	}
 	// Every label known in advance exists from the start, at 0: a
@@ -76,10 +82,24 @@ func NewMetrics() *Metrics {
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.AuthFailures, m.BadRequests, m.TunnelRefused, m.TunnelBytes, m.Upgrades,
+		m.AuthFailures, m.BadRequests, m.TunnelRefused, m.TunnelBytes, m.Upgrades, m.Reloads,
 		sessionCollector{m.Sessions},
 	)
 	return m
+}
+
+// ReloadHook returns the function a file reloader calls with each
+// outcome, counting it under file ("token_file", "policy_file"); both
+// results exist at 0 from this call.
+func (m *Metrics) ReloadHook(file string) func(error) {
+	ok, failed := m.Reloads.WithLabelValues(file, "success"), m.Reloads.WithLabelValues(file, "failure")
+	return func(err error) {
+		if err != nil {
+			failed.Inc()
+			return
+		}
+		ok.Inc()
+	}
 }
 
 // Handler serves the metrics in the Prometheus text format.
