@@ -214,6 +214,8 @@ func TestBadInputs(t *testing.T) {
 		{"bad log format", []string{"--log-format", "xml", "version"}, exitUsage, []string{"--log-format"}},
 		{"bad buffer size", []string{"tunnel", "serve", "--listen", "127.0.0.1:0", "--allow", "127.0.0.1:1", "--token-file", tok,
 			"--max-buffer-per-caller", "12XB"}, exitUsage, []string{"--max-buffer-per-caller", "64MiB"}},
+		{"gateway missing token file", []string{"gateway", "--listen", "127.0.0.1:0", "--token-file", tok + ".missing"},
+			exitUsage, []string{"--token-file", "no such file"}},
 		{"gateway token without user", []string{"gateway", "--listen", "127.0.0.1:0", "--token-file", tok, "--kubeconfig", tok},
 			exitUsage, []string{"--token-file", "has no user", "TOKEN,USER", "--impersonate=false"}},
 		{"gateway bad policy file", []string{"gateway", "--listen", "127.0.0.1:0", "--token-file", tok, "--impersonate=false", "--policy-file", tok},
