@@ -45,8 +45,16 @@ func runPTY(ctx context.Context, dir string, cmd []string, in io.Reader, out io.
 	if err != nil {
 		return err
 	}
+	// Through SyscallConn: a size that arrives as the session ends must not
+	// race the deferred Close (m.Fd() would).
+	rc, err := m.SyscallConn()
+	if err != nil {
+		return err
+	}
 	setSize := func(sz crrc.TerminalSize) {
-		_ = unix.IoctlSetWinsize(int(m.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Col: sz.Width, Row: sz.Height})
+		_ = rc.Control(func(fd uintptr) {
+			_ = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Col: sz.Width, Row: sz.Height})
+		})
 	}
 	// The first size before the command starts, so it sees it.
 	select {
