@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -295,4 +296,36 @@ func TestPythonControllerKeepsBytesAlreadyRead(t *testing.T) {
 		t.Fatalf("exec: %d of %d bytes back, %v", got.Len(), len(data), err)
 	}
 	t.Logf("the Python controller handed off %s bytes it had read past the request head", m[1])
+}
+
+// TestExecFollowsTicketRedirect: `wsmux exec --server CONTROLLER` against
+// a ticket-minting controller follows its 307 to the gateway with the
+// ticket in the URL; the token it sent the controller is not sent on.
+func TestExecFollowsTicketRedirect(t *testing.T) {
+	py := python(t)
+	e := startControllerGateway(t, os.Getuid())
+	ctl, _ := startProcess(t, py, pyController, "--listen", "127.0.0.1:0", "--users", usersFile(t),
+		"--allow", "alice=default", "--ticket-key", e.keyFile, "--gateway", e.server)
+	alice := writeFile(t, "alice", "ctl-alice\n")
+	code, stdout, stderr := invoke(context.Background(), strings.NewReader("redirected"),
+		"exec", "--server", ctl, "--token-file", alice, "-i", "web-0", "--", "cat")
+	if code != 0 || stdout != "redirected" {
+		t.Fatalf("exec through the redirect: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	e.metrics(t, `wsmux_tickets_accepted_total 1`)
+
+	// What the redirect's target receives.
+	seen := make(chan *http.Request, 1)
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r
+		http.Error(w, "fake gateway", http.StatusUnauthorized)
+	}))
+	defer fake.Close()
+	ctl2, _ := startProcess(t, py, pyController, "--listen", "127.0.0.1:0", "--users", usersFile(t),
+		"--allow", "alice=default", "--ticket-key", e.keyFile, "--gateway", fake.URL)
+	code, _, _ = invoke(context.Background(), nil, "exec", "--server", ctl2, "--token-file", alice, "web-0", "--", "cat")
+	r := <-seen
+	if code != exitAuth || r.Header.Get("Authorization") != "" || !controller.IsTicket(r.URL.Query().Get("ticket")) {
+		t.Errorf("redirected: exit %d, Authorization %q, query %q", code, r.Header.Get("Authorization"), r.URL.RawQuery)
+	}
 }

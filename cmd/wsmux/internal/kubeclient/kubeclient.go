@@ -19,7 +19,6 @@ import (
 
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
-	"k8s.io/client-go/transport"
 	clientspdy "k8s.io/client-go/transport/spdy"
 
 	wsmuxhttpstream "github.com/wsmux/wsmux/adapters/httpstream"
@@ -48,9 +47,31 @@ func (o Options) roundTrippers() (http.RoundTripper, *wsmuxhttpstream.RoundTripp
 	rt.Dialer = &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
 	var tr http.RoundTripper = rt
 	if o.Token != "" {
-		tr = transport.NewBearerAuthRoundTripper(o.Token, rt)
+		u, err := url.Parse(o.Server)
+		if err != nil {
+			return nil, nil, err
+		}
+		tr = &bearerForHost{token: o.Token, host: u.Host, rt: rt}
 	}
 	return &upgradeRT{rt: tr, d: o.DialTimeout}, rt, nil
+}
+
+// bearerForHost adds "Authorization: Bearer token" to requests for host
+// only: a redirect elsewhere (a controller sending the client on to a
+// gateway with a one-time ticket in the URL, docs/controller.md) must not
+// carry the token there.
+type bearerForHost struct {
+	token, host string
+	rt          http.RoundTripper
+}
+
+func (b *bearerForHost) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Host != b.host || req.Header.Get("Authorization") != "" {
+		return b.rt.RoundTrip(req)
+	}
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	return b.rt.RoundTrip(req)
 }
 
 // upgradeRT bounds a round trip until the server's answer (the 101 or an
