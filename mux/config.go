@@ -107,7 +107,7 @@ type Config struct {
 	// Driver selects which goroutines move bytes between the connection
 	// and the streams (every driver runs the same protocol engine). The
 	// default is DriverFastPaths, or what the WSMUX_DRIVER environment
-	// variable names ("fastpaths", "goroutines"), read once.
+	// variable names ("fastpaths", "goroutines", "eventloop"), read once.
 	Driver Driver
 }
 
@@ -245,7 +245,7 @@ func (c *Config) Validate() error {
 		return errors.New("mux: negative send buffer")
 	case n.MaxBatch < 4<<10:
 		return errors.New("mux: MaxBatch below 4 KiB")
-	case n.Driver > DriverGoroutines:
+	case n.Driver > DriverEventLoop:
 		return fmt.Errorf("mux: unknown Driver %d", n.Driver)
 	case n.HandlerConcurrency < 0:
 		return errors.New("mux: negative HandlerConcurrency")

@@ -33,7 +33,13 @@ import (
 // connection with mu held: readers and writers release it first.
 
 // wakeWriter tells the writer goroutine there may be something to write.
-func (s *Session) wakeWriter() { notify(s.wakeCh) }
+func (s *Session) wakeWriter() {
+	if s.ev != nil {
+		s.ev.signal(evWake) // the event loop runs the session
+		return
+	}
+	notify(s.wakeCh)
+}
 
 // unlock releases s.mu after dispatching what the engine's calls made
 // happen: every path that called the engine while holding s.mu leaves
@@ -49,7 +55,7 @@ func (s *Session) unlock() {
 func (s *Session) dispatch() {
 	ev := s.e.Events()
 	if ev&engine.EvSend != 0 {
-		notify(s.wakeCh)
+		s.wakeWriter()
 	}
 	if ev&engine.EvAccept != 0 {
 		notify(s.acceptCh)

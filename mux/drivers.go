@@ -30,6 +30,18 @@ const (
 	// writes every batch and runs the timers; nothing else touches the
 	// connection.
 	DriverGoroutines
+	// DriverEventLoop runs sessions without goroutines of their own: the
+	// connection is registered with one epoll instance for the process, a
+	// bounded pool of worker goroutines reads, feeds the engine and
+	// writes batches only while a session has bytes to move, and one
+	// timer wheel runs every session's timers. An idle session holds no
+	// goroutine and no read or write buffer. Streams are unchanged: their
+	// Reads and Writes block the application's goroutines as with the
+	// other drivers. It serves plain TCP and Unix sockets on Linux; other
+	// connections (TLS, whose crypto/tls buffers decrypted bytes the
+	// poller cannot see; pipes; wrappers) and other systems get
+	// DriverFastPaths.
+	DriverEventLoop
 )
 
 // String returns the driver's name as WSMUX_DRIVER spells it.
@@ -41,6 +53,8 @@ func (d Driver) String() string {
 		return "fastpaths"
 	case DriverGoroutines:
 		return "goroutines"
+	case DriverEventLoop:
+		return "eventloop"
 	}
 	return "unknown"
 }
@@ -48,8 +62,11 @@ func (d Driver) String() string {
 // envDriver is the driver WSMUX_DRIVER names (DriverFastPaths when unset
 // or unknown).
 var envDriver = sync.OnceValue(func() Driver {
-	if os.Getenv("WSMUX_DRIVER") == DriverGoroutines.String() {
+	switch os.Getenv("WSMUX_DRIVER") {
+	case DriverGoroutines.String():
 		return DriverGoroutines
+	case DriverEventLoop.String():
+		return DriverEventLoop
 	}
 	return DriverFastPaths
 })

@@ -70,6 +70,8 @@ type Session struct {
 	tokCh       chan struct{}
 	tokTimer    *time.Timer
 
+	ev *evConn // the event loop's state (DriverEventLoop); nil with the other drivers
+
 	wakeCh     chan struct{}
 	readerDone chan struct{}
 	writerDone chan struct{}
@@ -92,7 +94,6 @@ func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Ses
 	s := &Session{
 		cfg:        cfg,
 		conn:       conn,
-		wsc:        wsio.New(conn, br, client, cfg.MaxMessageSize),
 		epoch:      time.Now(),
 		wakeCh:     make(chan struct{}, 1),
 		readerDone: make(chan struct{}),
@@ -103,11 +104,17 @@ func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Ses
 	s.creditCh = make(chan struct{}, 1)
 	s.deadCh = make(chan struct{})
 	s.goawayCh = make(chan struct{})
-	fast := cfg.Driver.resolve() == DriverFastPaths
+	drv := cfg.Driver.resolve()
+	evloop := drv == DriverEventLoop && eventLoopFits(conn)
+	fast := drv == DriverFastPaths || drv == DriverEventLoop && !evloop
 	ecfg := cfg.engineConfig()
 	ecfg.Splice = fast && wsio.Vectored(conn)
 	ecfg.NewStream = s.newStream
 	s.e = engine.New(ecfg, client, &s.stats, 0)
+	if evloop && s.startEventLoop(br, client) == nil {
+		return s, nil
+	}
+	s.wsc = wsio.New(conn, br, client, cfg.MaxMessageSize)
 	s.leadOK = fast && wsio.Interruptible(conn)
 	s.directWrites = fast
 	s.tokCh = make(chan struct{}, 1)
@@ -333,6 +340,7 @@ func (s *Session) Close() error {
 		case <-s.done:
 		case <-t.C:
 			_ = s.conn.Close() // unblocks the writer
+			s.connClosed()
 			<-s.done
 		}
 	})

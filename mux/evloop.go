@@ -1,0 +1,556 @@
+package mux
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gobwas/ws"
+
+	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/mux/internal/engine"
+	"github.com/wsmux/wsmux/mux/internal/netpoll"
+	"github.com/wsmux/wsmux/mux/internal/pool"
+	"github.com/wsmux/wsmux/mux/internal/wsio"
+	"github.com/wsmux/wsmux/mux/internal/wsnb"
+)
+
+// The event-loop driver (DriverEventLoop): the same engine behind the same
+// seam, but no goroutine of its own per session. The connection is
+// registered with one process-wide epoll instance; its readiness, the
+// engine's EvSend and the session's timer (one entry in a process-wide
+// timer wheel) each mark the session runnable, and a bounded pool of worker
+// goroutines runs it (evConn.Run): read what the socket has into the
+// non-blocking WebSocket parser and feed whole messages to the engine,
+// then lay out and write batches until the socket is full or nothing is
+// left, then set the session's timer. A partial frame stays in the parser
+// and a half-written batch stays in evConn until the next readiness event:
+// neither holds a worker. Between bursts the session holds no goroutine,
+// no read buffer and no write buffer.
+//
+// Everything evConn keeps beside the engine belongs to the one worker that
+// runs it (the queued bit of evConn.flags makes sure there is one); the
+// engine is still called only with Session.mu held, so the application's
+// Reads and Writes work as with the other drivers.
+
+// Bits of evConn.flags.
+const (
+	evQueued uint32 = 1 << iota // queued on the pool or running
+	evRead                      // the socket may have bytes
+	evWrite                     // the socket may take bytes
+	evWake                      // the engine has something to send (EvSend)
+	evTimer                     // the session's timer fired
+	evKill                      // Close closed the connection
+)
+
+// Budgets of one run, after which a busy session goes to the back of the
+// pool's queue so that others get their turn.
+const (
+	evReadBudget  = 256 << 10
+	evWriteBudget = 4 // batches
+	evReadBuffer  = 64 << 10
+)
+
+// evTick and evSlots shape the timer wheel: timers fire up to evTick late.
+const (
+	evTick  = 4 * time.Millisecond
+	evSlots = 2048
+)
+
+// eventLoop is the process-wide poller, worker pool and timer wheel.
+type eventLoop struct {
+	poller *netpoll.Poller
+	pool   *netpoll.Pool
+	wheel  *netpoll.Wheel
+}
+
+// defaultLoop is made by the first event-loop session; its goroutines run
+// only while sessions are registered, busy or have timers set.
+var defaultLoop = sync.OnceValues(func() (*eventLoop, error) {
+	p, err := netpoll.New()
+	if err != nil {
+		return nil, err
+	}
+	return &eventLoop{
+		poller: p,
+		pool:   netpoll.NewPool(max(2*runtime.GOMAXPROCS(0), 4)),
+		wheel:  netpoll.NewWheel(evTick, evSlots),
+	}, nil
+})
+
+// eventLoopFits reports whether conn can be served by the event loop: a
+// plain TCP or Unix socket on Linux. Other connections (TLS, whose
+// crypto/tls buffers bytes the poller cannot see; pipes; wrappers) use
+// DriverFastPaths.
+func eventLoopFits(conn net.Conn) bool { return netpoll.Supported(conn) }
+
+// readBuffers are the event loop's read buffers, held only during a run.
+var readBuffers = sync.Pool{New: func() any { b := make([]byte, evReadBuffer); return &b }}
+
+// evConn is the event loop's state of one session.
+type evConn struct {
+	s      *Session
+	loop   *eventLoop
+	client bool // we mask what we send
+	reg    netpoll.Registration
+	timer  netpoll.Timer
+	flags  atomic.Uint32
+
+	// Owned by the running worker.
+	parser       wsnb.Parser
+	pre          []byte        // bytes the handshake's reader had buffered
+	started      bool          // the preface was sent
+	partialSince time.Duration // when the partial message started
+	wasPartial   bool
+	readDone     bool // EOF, a read error, or the peer's close came
+	out          []byte
+	outBuf       *[]byte // pooled buffer out is in (nil: ctl)
+	outBatch     bool    // out is a batch: count it and confirm its ACKs when written
+	blockedSince time.Duration
+	blocked      bool
+	outLen       int                                                         // payload bytes of the batch in out
+	ctl          [2 * (wsio.HeaderRoom + ws.MaxControlFramePayloadSize)]byte // control frames being written
+	scratch      [wsio.HeaderRoom + ws.MaxControlFramePayloadSize]byte       // one control frame being laid out
+	pongBuf      [ws.MaxControlFramePayloadSize]byte
+	pong         []byte // payload of a ping to answer (in pongBuf)
+	closeEcho    ws.StatusCode
+	closeReply   bool // the peer's close is to be answered
+	closeSent    bool
+	lingering    bool
+	lingerBy     time.Duration
+	writeFailed  bool
+	finished     bool
+}
+
+// startEventLoop registers the session's connection with the event loop
+// (NewSession, for DriverEventLoop). br's buffered bytes are read first.
+func (s *Session) startEventLoop(br *bufio.Reader, client bool) error {
+	loop, err := defaultLoop()
+	if err != nil {
+		return err
+	}
+	c := &evConn{s: s, loop: loop, client: client}
+	c.parser.Init(client, s.cfg.MaxMessageSize)
+	if br != nil && br.Buffered() > 0 {
+		c.pre, _ = br.Peek(br.Buffered())
+		c.pre = append([]byte(nil), c.pre...)
+	}
+	c.timer.Init(loop.wheel, c.onTimer)
+	s.ev = c
+	if err := loop.poller.Add(&c.reg, s.conn, c); err != nil {
+		return err
+	}
+	c.signal(evRead | evWake)
+	return nil
+}
+
+// OnReady records the socket's readiness (the poller's goroutine).
+func (c *evConn) OnReady(e netpoll.Event) {
+	var bits uint32
+	if e&netpoll.Readable != 0 {
+		bits |= evRead
+	}
+	if e&netpoll.Writable != 0 {
+		bits |= evWrite
+	}
+	c.signal(bits)
+}
+
+func (c *evConn) onTimer() { c.signal(evTimer) }
+
+// signal marks work and queues the session unless it is queued already.
+func (c *evConn) signal(bits uint32) {
+	if c.flags.Or(bits|evQueued)&evQueued == 0 {
+		c.loop.pool.Submit(c)
+	}
+}
+
+// Run is one turn of the session on a worker.
+func (c *evConn) Run() {
+	for range 4 {
+		bits := c.flags.Swap(evQueued) &^ evQueued
+		redo := c.step(bits)
+		if redo != 0 {
+			c.flags.Or(redo)
+			c.loop.pool.Submit(c) // still queued: to the back, for fairness
+			return
+		}
+		if c.flags.CompareAndSwap(evQueued, 0) {
+			return
+		}
+		// Something came while it ran: go on.
+	}
+	c.loop.pool.Submit(c)
+}
+
+// step handles what bits say and returns the bits of work left for the
+// next turn (a budget ran out).
+func (c *evConn) step(bits uint32) uint32 {
+	if c.finished {
+		return 0
+	}
+	if bits&evKill != 0 {
+		c.finish()
+		return 0
+	}
+	var redo uint32
+	if bits&evRead != 0 || c.pre != nil {
+		redo |= c.read()
+	}
+	if !c.finished {
+		redo |= c.write()
+	}
+	if !c.finished {
+		c.setTimer()
+	}
+	return redo
+}
+
+// read reads what the socket has, up to the budget, into the parser.
+func (c *evConn) read() uint32 {
+	if c.pre != nil {
+		pre := c.pre
+		c.pre = nil
+		c.consume(pre)
+	}
+	if c.readDone {
+		return 0
+	}
+	bp := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(bp)
+	buf := *bp
+	total := 0
+	for !c.readDone {
+		if total >= evReadBudget {
+			return evRead
+		}
+		n, err := c.reg.Read(buf)
+		total += n
+		if n > 0 {
+			c.consume(buf[:n])
+		}
+		if err != nil {
+			if !errors.Is(err, netpoll.ErrWouldBlock) && !c.readDone {
+				c.readEnd(err)
+			}
+			break
+		}
+	}
+	return 0
+}
+
+// consume parses b and feeds what completes to the engine.
+func (c *evConn) consume(b []byte) {
+	s := c.s
+	locked := false
+	for len(b) > 0 && !c.readDone {
+		n, k, payload, err := c.parser.Next(b)
+		b = b[n:]
+		switch k {
+		case wsnb.Message:
+			if !locked {
+				s.mu.Lock()
+				locked = true
+			}
+			s.e.Feed(payload, s.now())
+			c.parser.Done()
+		case wsnb.Ping:
+			if !c.closeSent {
+				c.pong = append(c.pongBuf[:0], payload...)
+			}
+		}
+		if err != nil {
+			if locked {
+				s.unlock()
+				locked = false
+			}
+			c.readEnd(err)
+		}
+	}
+	if locked {
+		s.unlock()
+	}
+	if p := c.parser.Partial(); p && !c.wasPartial {
+		c.partialSince = s.now()
+		c.wasPartial = true
+	} else if !p {
+		c.wasPartial = false
+	}
+}
+
+// readEnd ends the receive direction after err (EOF, a read error, the
+// peer's close or a violation).
+func (c *evConn) readEnd(err error) {
+	c.readDone = true
+	if errors.Is(err, io.EOF) && c.parser.Partial() {
+		err = io.ErrUnexpectedEOF
+	}
+	c.wasPartial = false
+	var ce *wsio.CloseError
+	if errors.As(err, &ce) && !c.closeSent {
+		c.closeReply = true
+		if ce.Code != ws.StatusNoStatusRcvd {
+			c.closeEcho = ce.Code
+		}
+	}
+	s := c.s
+	s.mu.Lock()
+	s.readFailed(err)
+	s.unlock()
+}
+
+// write writes what is pending, then batches, until the socket is full,
+// nothing is left or the budget ran out.
+func (c *evConn) write() uint32 {
+	s, e := c.s, c.s.e
+	for batches := 0; ; {
+		if c.out != nil {
+			if !c.flush() {
+				return 0 // parked until the socket takes more, or failed
+			}
+		}
+		if c.finished {
+			return 0
+		}
+		if c.closeReply || c.pong != nil && !c.closeSent {
+			c.queueControl()
+			continue
+		}
+		if c.closeSent && !c.lingering {
+			// We answered the peer's close: nothing more may be sent.
+			c.finish()
+			return 0
+		}
+		if c.lingering {
+			if c.readDone {
+				c.finish()
+			}
+			return 0
+		}
+		if batches == evWriteBudget {
+			return evWake
+		}
+		bp := pool.GetBatch(wsio.HeaderRoom + s.cfg.MaxBatch)
+		b := (*bp)[:wsio.HeaderRoom]
+		s.mu.Lock()
+		now := s.now()
+		if !c.started {
+			b = e.AppendPreface(b, now)
+			c.started = true
+		}
+		e.SetPartial(c.partialSince, c.wasPartial)
+		e.Tick(now)
+		b = e.AppendBatch(b, now)
+		s.acks = e.TakeAcked(s.acks[:0])
+		finished := e.Err() != nil && e.FlushDone()
+		s.unlock()
+		if len(b) == wsio.HeaderRoom {
+			*bp = b[:0]
+			pool.PutBatch(bp)
+			if finished {
+				c.startClose()
+				continue
+			}
+			return 0
+		}
+		start := wsnb.Frame(b, ws.OpBinary, c.client)
+		c.out, c.outBuf, c.outBatch, c.outLen = b[start:], bp, true, len(b)-wsio.HeaderRoom
+		batches++
+	}
+}
+
+// flush writes what is left of c.out; it reports whether all of it went.
+func (c *evConn) flush() bool {
+	s := c.s
+	n, err := c.reg.Write(c.out)
+	now := s.now()
+	if n > 0 || !c.blocked {
+		c.blockedSince = now
+	}
+	c.out = c.out[n:]
+	if err != nil {
+		if errors.Is(err, netpoll.ErrWouldBlock) {
+			c.blocked = true
+			return false
+		}
+		c.writeError(frame.InternalError, err)
+		return false
+	}
+	c.blocked = false
+	if c.outBatch {
+		s.stats.MessagesOut.Add(1)
+		s.stats.BytesOut.Add(uint64(c.outLen))
+		if len(s.acks) > 0 {
+			s.mu.Lock()
+			s.e.AcksWritten(s.acks)
+			s.unlock()
+			clear(s.acks)
+			s.acks = s.acks[:0]
+		}
+	}
+	c.releaseOut()
+	return true
+}
+
+func (c *evConn) releaseOut() {
+	if c.outBuf != nil {
+		*c.outBuf = (*c.outBuf)[:0]
+		pool.PutBatch(c.outBuf)
+	}
+	c.out, c.outBuf, c.outBatch = nil, nil, false
+}
+
+// writeError ends the session after a failed or stalled write.
+func (c *evConn) writeError(code frame.ErrorCode, err error) {
+	c.writeFailed = true
+	c.releaseOut()
+	s := c.s
+	s.mu.Lock()
+	s.e.WriteFailed(code, err)
+	s.unlock()
+	c.finish()
+}
+
+// queueControl lays out the pong and the close reply that are due as
+// c.out (in c.ctl).
+func (c *evConn) queueControl() {
+	out := c.ctl[:0]
+	if c.pong != nil {
+		buf := append(c.scratch[:wsio.HeaderRoom], c.pong...)
+		start := wsnb.Frame(buf, ws.OpPong, c.client)
+		out = append(out, buf[start:]...)
+		c.pong = nil
+	}
+	if c.closeReply {
+		c.closeReply = false
+		c.closeSent = true
+		buf := c.scratch[:wsio.HeaderRoom]
+		if c.closeEcho != 0 {
+			buf = append(buf, byte(c.closeEcho>>8), byte(c.closeEcho))
+		}
+		start := wsnb.Frame(buf, ws.OpClose, c.client)
+		out = append(out, buf[start:]...)
+	}
+	c.out = out
+}
+
+// startClose sends our WebSocket close (the engine's session ended and its
+// last frames went out), then lingers for the peer's.
+func (c *evConn) startClose() {
+	s := c.s
+	s.mu.Lock()
+	e := s.e
+	serr := e.Err()
+	code := wsCloseCode(serr)
+	if st := e.CloseStatus(); st != 0 {
+		code = ws.StatusCode(st)
+	}
+	reason := ""
+	if serr.Err != nil && !serr.Remote {
+		reason = engine.TruncText(serr.Err.Error(), 120)
+	}
+	closeBy := e.CloseBy()
+	now := s.now()
+	s.lingering = true
+	s.unlock()
+	c.lingering = true
+	c.lingerBy = now + min(closeLinger, s.cfg.CloseTimeout)
+	if closeBy > 0 {
+		c.lingerBy = min(c.lingerBy, closeBy)
+	}
+	if c.closeSent {
+		return
+	}
+	c.closeSent = true
+	buf := append(c.scratch[:wsio.HeaderRoom], ws.NewCloseFrameBody(code, reason)...)
+	start := wsnb.Frame(buf, ws.OpClose, c.client)
+	c.out = append(c.ctl[:0], buf[start:]...)
+	c.blocked = false
+}
+
+// setTimer sets the session's timer for the engine's next deadline, a
+// parked write's stall bound and the close's linger bound.
+func (c *evConn) setTimer() {
+	s, e := c.s, c.s.e
+	s.mu.Lock()
+	now := s.now()
+	if c.blocked || c.lingering {
+		e.SetPartial(c.partialSince, c.wasPartial)
+		e.Tick(now) // a timer may have fired with no batch to write
+	}
+	wait := e.NextTimer(now)
+	dead := e.Err() != nil
+	closeBy := e.CloseBy()
+	s.unlock()
+	at := func(d time.Duration) {
+		if wait < 0 || d < wait {
+			wait = max(d, 0)
+		}
+	}
+	if c.blocked {
+		by := c.blockedSince + s.cfg.WriteTimeout
+		if dead && closeBy > 0 {
+			by = closeBy
+		}
+		if now >= by {
+			if c.lingering {
+				c.finish()
+			} else {
+				c.writeError(frame.StallTimeout, errWriteStalled)
+			}
+			return
+		}
+		at(by - now)
+	}
+	if c.lingering {
+		if now >= c.lingerBy {
+			c.finish()
+			return
+		}
+		at(c.lingerBy - now)
+	}
+	if wait < 0 {
+		c.timer.Stop()
+		return
+	}
+	c.timer.Reset(wait)
+}
+
+// errWriteStalled is the error of a write that made no progress for
+// Config.WriteTimeout (the goroutine drivers see os.ErrDeadlineExceeded).
+var errWriteStalled = errors.New("mux: no write progress for the write timeout (the peer does not read)")
+
+// finish closes the connection and ends the session's driver.
+func (c *evConn) finish() {
+	if c.finished {
+		return
+	}
+	c.finished = true
+	s := c.s
+	c.timer.Stop()
+	c.reg.Remove()
+	_ = s.conn.Close()
+	c.releaseOut()
+	c.parser.Release()
+	s.mu.Lock()
+	if s.e.Err() == nil {
+		s.e.ReadFailed(net.ErrClosed)
+	}
+	s.unlock()
+	close(s.readerDone)
+	close(s.writerDone)
+	close(s.done)
+}
+
+// connClosed tells the driver that Close closed the connection under it
+// (Close's timeout): the event loop ends the session now.
+func (s *Session) connClosed() {
+	if s.ev != nil {
+		s.ev.signal(evKill)
+	}
+}
