@@ -1,6 +1,14 @@
 package netpoll
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
+
+// linger is how long an idle worker waits for the next task before it
+// exits: a busy loop's workers are not restarted between bursts (a
+// goroutine start allocates), while an idle process keeps none.
+const linger = 50 * time.Millisecond
 
 // Task is work queued on a Pool.
 type Task interface {
@@ -8,7 +16,7 @@ type Task interface {
 }
 
 // Pool runs queued Tasks on at most Max goroutines, started when tasks are
-// queued and exiting as soon as none is left: an idle pool holds none.
+// queued and exiting when none came for a moment: an idle pool holds none.
 // Tasks run in the order they were queued.
 type Pool struct {
 	max int
@@ -17,11 +25,14 @@ type Pool struct {
 	q       []Task // ring buffer
 	head, n int
 	running int
+	idle    int           // workers waiting for a task
+	wake    chan struct{} // one token per idle worker told to go on
 }
 
 // NewPool returns a Pool of at most n goroutines (at least 1).
 func NewPool(n int) *Pool {
-	return &Pool{max: max(n, 1)}
+	n = max(n, 1)
+	return &Pool{max: n, wake: make(chan struct{}, n)}
 }
 
 // Submit queues t. A Task that may be submitted again while it runs (a
@@ -33,9 +44,14 @@ func (p *Pool) Submit(t Task) {
 	}
 	p.q[(p.head+p.n)%len(p.q)] = t
 	p.n++
-	start := p.running < p.max && p.running < p.n
-	if start {
+	start := false
+	switch {
+	case p.idle > 0:
+		p.idle--
+		p.wake <- struct{}{} // never blocks: at most one token per idle worker
+	case p.running < p.max:
 		p.running++
+		start = true
 	}
 	p.mu.Unlock()
 	if start {
@@ -51,13 +67,31 @@ func (p *Pool) growLocked() {
 	p.q, p.head = q, 0
 }
 
-// work runs tasks until the queue is empty.
+// work runs tasks until none came for linger.
 func (p *Pool) work() {
+	timer := time.NewTimer(linger)
+	defer timer.Stop()
 	for {
 		p.mu.Lock()
 		if p.n == 0 {
+			p.idle++
+			p.mu.Unlock()
+			timer.Reset(linger)
+			select {
+			case <-p.wake:
+				continue
+			case <-timer.C:
+			}
+			p.mu.Lock()
+			select {
+			case <-p.wake: // a Submit chose this worker as it timed out
+				p.mu.Unlock()
+				continue
+			default:
+			}
+			p.idle--
 			p.running--
-			if len(p.q) > 1024 {
+			if p.running == 0 && len(p.q) > 1024 {
 				p.q, p.head = nil, 0 // a burst's ring does not stay
 			}
 			p.mu.Unlock()
