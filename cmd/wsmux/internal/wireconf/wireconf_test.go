@@ -39,9 +39,20 @@ func echo(st *mux.Stream) {
 func muxServer(t *testing.T, cfg *mux.Config) string {
 	t.Helper()
 	var wg sync.WaitGroup
+	// httptest's Close does not wait for handlers whose connection was
+	// hijacked: a session upgraded while the cleanup runs must not start
+	// (an Add from zero racing with Wait).
+	var mu sync.Mutex
+	closed := false
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sess, err := mux.Upgrade(w, r, cfg)
 		if err != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			_ = sess.Close()
 			return
 		}
 		wg.Go(func() {
@@ -55,7 +66,13 @@ func muxServer(t *testing.T, cfg *mux.Config) string {
 			}
 		})
 	}))
-	t.Cleanup(func() { hs.Close(); wg.Wait() })
+	t.Cleanup(func() {
+		hs.Close()
+		mu.Lock()
+		closed = true
+		mu.Unlock()
+		wg.Wait()
+	})
 	return "ws" + strings.TrimPrefix(hs.URL, "http") + "/mux"
 }
 
