@@ -113,11 +113,9 @@ type evConn struct {
 	outBatch     bool    // out is a batch: count it and confirm its ACKs when written
 	blockedSince time.Duration
 	blocked      bool
-	outLen       int                                                         // payload bytes of the batch in out
-	ctl          [2 * (wsio.HeaderRoom + ws.MaxControlFramePayloadSize)]byte // control frames being written
-	scratch      [wsio.HeaderRoom + ws.MaxControlFramePayloadSize]byte       // one control frame being laid out
-	pongBuf      [ws.MaxControlFramePayloadSize]byte
-	pong         []byte // payload of a ping to answer (in pongBuf)
+	outLen       int    // payload bytes of the batch in out
+	cb           *evCtl // control frames' buffers, held only while one is due or being written
+	pong         []byte // payload of a ping to answer (in cb)
 	closeEcho    ws.StatusCode
 	closeReply   bool // the peer's close is to be answered
 	closeSent    bool
@@ -125,6 +123,32 @@ type evConn struct {
 	lingerBy     time.Duration
 	writeFailed  bool
 	finished     bool
+}
+
+// evCtl holds the control frames (pong, close) a session writes, taken
+// from a pool when one is due: most sessions never need one between
+// bursts.
+type evCtl struct {
+	out     [2 * (wsio.HeaderRoom + ws.MaxControlFramePayloadSize)]byte // frames being written
+	scratch [wsio.HeaderRoom + ws.MaxControlFramePayloadSize]byte       // one frame being laid out
+	pong    [ws.MaxControlFramePayloadSize]byte
+}
+
+var evCtls = sync.Pool{New: func() any { return new(evCtl) }}
+
+func (c *evConn) ctlBuf() *evCtl {
+	if c.cb == nil {
+		c.cb = evCtls.Get().(*evCtl)
+	}
+	return c.cb
+}
+
+// putCtl gives the control buffers back once nothing in them is due.
+func (c *evConn) putCtl() {
+	if c.cb != nil && c.pong == nil && !c.closeReply && (c.out == nil || c.outBatch) {
+		evCtls.Put(c.cb)
+		c.cb = nil
+	}
 }
 
 // startEventLoop registers the session's connection with the event loop
@@ -142,6 +166,8 @@ func (s *Session) startEventLoop(br *bufio.Reader, client bool) error {
 	}
 	c.timer.Init(loop.wheel, c.onTimer)
 	s.ev = c
+	// The goroutine drivers' channels: the event loop needs none of them.
+	s.wakeCh, s.readerDone, s.writerDone = nil, nil, nil
 	if err := loop.poller.Add(&c.reg, s.conn, c); err != nil {
 		return err
 	}
@@ -261,7 +287,7 @@ func (c *evConn) consume(b []byte) {
 			c.parser.Done()
 		case wsnb.Ping:
 			if !c.closeSent {
-				c.pong = append(c.pongBuf[:0], payload...)
+				c.pong = append(c.ctlBuf().pong[:0], payload...)
 			}
 		}
 		if err != nil {
@@ -394,6 +420,7 @@ func (c *evConn) flush() bool {
 		}
 	}
 	c.releaseOut()
+	c.putCtl()
 	return true
 }
 
@@ -419,9 +446,10 @@ func (c *evConn) writeError(code frame.ErrorCode, err error) {
 // queueControl lays out the pong and the close reply that are due as
 // c.out (in c.ctl).
 func (c *evConn) queueControl() {
-	out := c.ctl[:0]
+	cb := c.ctlBuf()
+	out := cb.out[:0]
 	if c.pong != nil {
-		buf := append(c.scratch[:wsio.HeaderRoom], c.pong...)
+		buf := append(cb.scratch[:wsio.HeaderRoom], c.pong...)
 		start := wsnb.Frame(buf, ws.OpPong, c.client)
 		out = append(out, buf[start:]...)
 		c.pong = nil
@@ -429,7 +457,7 @@ func (c *evConn) queueControl() {
 	if c.closeReply {
 		c.closeReply = false
 		c.closeSent = true
-		buf := c.scratch[:wsio.HeaderRoom]
+		buf := cb.scratch[:wsio.HeaderRoom]
 		if c.closeEcho != 0 {
 			buf = append(buf, byte(c.closeEcho>>8), byte(c.closeEcho))
 		}
@@ -467,9 +495,10 @@ func (c *evConn) startClose() {
 		return
 	}
 	c.closeSent = true
-	buf := append(c.scratch[:wsio.HeaderRoom], ws.NewCloseFrameBody(code, reason)...)
+	cb := c.ctlBuf()
+	buf := append(cb.scratch[:wsio.HeaderRoom], ws.NewCloseFrameBody(code, reason)...)
 	start := wsnb.Frame(buf, ws.OpClose, c.client)
-	c.out = append(c.ctl[:0], buf[start:]...)
+	c.out = append(cb.out[:0], buf[start:]...)
 	c.blocked = false
 }
 
@@ -536,14 +565,14 @@ func (c *evConn) finish() {
 	c.reg.Remove()
 	_ = s.conn.Close()
 	c.releaseOut()
+	c.pong, c.closeReply = nil, false
+	c.putCtl()
 	c.parser.Release()
 	s.mu.Lock()
 	if s.e.Err() == nil {
 		s.e.ReadFailed(net.ErrClosed)
 	}
 	s.unlock()
-	close(s.readerDone)
-	close(s.writerDone)
 	close(s.done)
 }
 

@@ -2,11 +2,15 @@ package wsnb
 
 import (
 	"encoding/binary"
+	"sync"
 
 	"github.com/gobwas/ws"
 
 	"github.com/wsmux/wsmux/mux/internal/wsio"
 )
+
+// ctlPool holds the buffers of control frames split across reads.
+var ctlPool = sync.Pool{New: func() any { return new([ws.MaxControlFramePayloadSize]byte) }}
 
 // Kind is what Parser.Next found.
 type Kind uint8
@@ -40,13 +44,14 @@ type Parser struct {
 	left  int64     // payload bytes of h still to come
 	moff  int       // mask offset within h's payload
 
-	msg  *[]byte // the partial message's buffer (pooled)
-	n    int     // message bytes held in msg
-	ctl  [ws.MaxControlFramePayloadSize]byte
+	msg  *[]byte                              // the partial message's buffer (pooled)
+	n    int                                  // message bytes held in msg
+	ctl  *[ws.MaxControlFramePayloadSize]byte // a control frame split across reads (pooled)
 	ctln int
 
-	started  bool // a frame or message is partly received
-	complete bool // msg holds the message Next returned last
+	ctlOut   []byte // the last split control frame's payload
+	started  bool   // a frame or message is partly received
+	complete bool   // msg holds the message Next returned last
 	err      error
 }
 
@@ -83,10 +88,8 @@ func (p *Parser) Holding() int {
 // Release gives back the buffer of a partial message (the connection is
 // being dropped). The Parser must not be used afterwards.
 func (p *Parser) Release() {
-	putBuffer(p.msg)
-	p.msg = nil
 	if p.err == nil {
-		p.err = errReleased
+		p.fail(errReleased)
 	}
 }
 
@@ -113,6 +116,10 @@ func (p *Parser) fail(err error) {
 	p.err = err
 	putBuffer(p.msg)
 	p.msg = nil
+	if p.ctl != nil {
+		ctlPool.Put(p.ctl)
+		p.ctl = nil
+	}
 }
 
 func (p *Parser) next(b []byte) (int, Kind, []byte, error) {
@@ -149,6 +156,9 @@ func (p *Parser) next(b []byte) (int, Kind, []byte, error) {
 		p.moff += take
 		p.left -= int64(take)
 		if p.h.OpCode.IsControl() {
+			if p.ctl == nil {
+				p.ctl = ctlPool.Get().(*[ws.MaxControlFramePayloadSize]byte)
+			}
 			p.ctln += copy(p.ctl[p.ctln:], chunk)
 		} else {
 			p.appendMessage(chunk)
@@ -161,7 +171,15 @@ func (p *Parser) next(b []byte) (int, Kind, []byte, error) {
 			if !p.state.Fragmented() {
 				p.started = false
 			}
-			k, payload, err := p.control(p.h.OpCode, p.ctl[:p.ctln])
+			var payload []byte
+			if p.ctl != nil {
+				// The payload is copied out so that the buffer goes back now.
+				p.ctlOut = append(p.ctlOut[:0], p.ctl[:p.ctln]...)
+				payload = p.ctlOut
+				ctlPool.Put(p.ctl)
+				p.ctl = nil
+			}
+			k, payload, err := p.control(p.h.OpCode, payload)
 			return used, k, payload, err
 		}
 		if p.h.Fin {
