@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wsmux/wsmux/bench"
+	"github.com/wsmux/wsmux/mux"
+)
+
+func init() { extraCommands = append(extraCommands, newBenchIdleCmd) }
+
+// newBenchIdleCmd is `wsmux bench-idle`: the many-idle-sessions run with
+// the clients in a second process.
+func newBenchIdleCmd() *cobra.Command {
+	var (
+		sessions int
+		driver   string
+		client   string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench-idle [flags]",
+		Short: "Measure the server's memory and goroutines per idle wsmux session, clients in a second process",
+		Long: `Serves --sessions wsmux sessions on 127.0.0.1 whose clients run in a second
+process (this binary again: one process may hold only so many descriptors),
+each with one open stream that moved one byte each way and then stays idle,
+and prints the server's heap+stack, resident set and goroutines per session
+(after two garbage collections), with its descriptor limit.
+
+--driver picks the server sessions' driver: eventloop, fastpaths or
+goroutines. The clients always use the event loop.`,
+		Example: `  wsmux bench-idle --sessions 15000 --driver eventloop
+  wsmux bench-idle --sessions 15000 --driver fastpaths`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if sessions < 1 {
+				return usageErrorf("--sessions %d: want 1 or more", sessions)
+			}
+			ctx := cmd.Context()
+			if client != "" {
+				return bench.RunIdleClients(ctx, client, sessions, os.Stdin, cmd.OutOrStdout())
+			}
+			var d mux.Driver
+			switch driver {
+			case mux.DriverEventLoop.String():
+				d = mux.DriverEventLoop
+			case mux.DriverFastPaths.String():
+				d = mux.DriverFastPaths
+			case mux.DriverGoroutines.String():
+				d = mux.DriverGoroutines
+			default:
+				return usageErrorf("--driver %q: want eventloop, fastpaths or goroutines", driver)
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			rep, err := bench.RunIdleServer(ctx, bench.IdleRun{
+				Sessions: sessions,
+				Driver:   d,
+				Progress: cmd.ErrOrStderr(),
+				Client: func(addr string) *exec.Cmd {
+					c := exec.CommandContext(ctx, self, "bench-idle", "--client", addr, "--sessions", strconv.Itoa(sessions))
+					c.Stderr = os.Stderr
+					return c
+				},
+			})
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), rep)
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&sessions, "sessions", 15000, "idle sessions to hold")
+	fl.StringVar(&driver, "driver", mux.DriverEventLoop.String(), "the server sessions' driver: eventloop, fastpaths, goroutines")
+	fl.StringVar(&client, "client", "", "run as the client process of the server at this address (used by bench-idle itself)")
+	_ = fl.MarkHidden("client")
+	return cmd
+}
