@@ -165,10 +165,12 @@ func (s *Session) startEventLoop(br *bufio.Reader, client bool) error {
 		c.pre = append([]byte(nil), c.pre...)
 	}
 	c.timer.Init(loop.wheel, c.onTimer)
-	s.ev = c
 	// The goroutine drivers' channels: the event loop needs none of them.
-	s.wakeCh, s.readerDone, s.writerDone = nil, nil, nil
+	wake, rd, wd := s.wakeCh, s.readerDone, s.writerDone
+	s.ev, s.wakeCh, s.readerDone, s.writerDone = c, nil, nil, nil
 	if err := loop.poller.Add(&c.reg, s.conn, c); err != nil {
+		// NewSession falls back to a goroutine driver; nothing ran.
+		s.ev, s.wakeCh, s.readerDone, s.writerDone = nil, wake, rd, wd
 		return err
 	}
 	c.signal(evRead | evWake)
