@@ -54,7 +54,11 @@
 // reads the connection itself (leader reads, lead.go); on plain TCP and
 // Unix sockets the writer sends DATA from its send chunks with one writev
 // instead of copying it into the batch. Steady-state reads and writes do
-// not allocate.
+// not allocate. DriverEventLoop (Linux; plain TCP and Unix sockets) gives
+// sessions no goroutine of their own: one epoll instance, a bounded pool
+// of workers and one timer wheel serve every session of the process
+// (evloop.go), so an idle session costs only its memory; TLS and other
+// connections fall back to DriverFastPaths.
 //
 // WSMUX/1 is specified in docs/spec/wsmux-v1.md of this repository
 // (https://github.com/wsmux/wsmux/blob/main/docs/spec/wsmux-v1.md); the
@@ -63,5 +67,5 @@
 //
 // Package mux must not import Kubernetes packages or the adapters; only
 // its engine may change protocol state, and only the drivers (driver.go,
-// lead.go) may touch the connection.
+// lead.go, evloop.go) may touch the connection.
 package mux
