@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math/bits"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/wsmux/wsmux/mux"
@@ -35,6 +37,10 @@ type IdleRun struct {
 	Client func(addr string) *exec.Cmd
 	// Progress, when set, receives a line now and then.
 	Progress io.Writer
+	// Active sessions of those echo 64 bytes in a loop for Duration once
+	// all are idle (0: none), while the others stay idle.
+	Active   int
+	Duration time.Duration
 }
 
 // IdleReport is what RunIdleServer measured on the server side.
@@ -48,13 +54,27 @@ type IdleReport struct {
 	HeapBefore        uint64
 	HeapAfter         uint64
 	Setup             time.Duration
+	// The active phase (IdleRun.Active): the client's account of the
+	// echoes and the server's heap+stack sampled every second.
+	Active   int
+	Echo     string
+	HeapLow  uint64
+	HeapHigh uint64
 }
 
 // String formats the report as the note quotes it.
 func (r IdleReport) String() string {
 	return fmt.Sprintf("server driver=%s sessions=%d (clients in a second process) ulimit-n=%d\n"+
 		"heap+stack: %d -> %d bytes: %.0f B/session\nRSS: %.0f B/session\ngoroutines: %.4f/session\nsetup: %v",
-		r.Driver, r.Sessions, r.NoFile, r.HeapBefore, r.HeapAfter, r.BytesPerSession, r.RSSPerSession, r.GoroutinesPerSess, r.Setup.Round(time.Millisecond))
+		r.Driver, r.Sessions, r.NoFile, r.HeapBefore, r.HeapAfter, r.BytesPerSession, r.RSSPerSession, r.GoroutinesPerSess, r.Setup.Round(time.Millisecond)) + r.activeString()
+}
+
+func (r IdleReport) activeString() string {
+	if r.Active == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\nactive: %d sessions echoing 64 B while %d stay idle: %s\nserver heap+stack during the run: %d..%d bytes",
+		r.Active, r.Sessions-r.Active, r.Echo, r.HeapLow, r.HeapHigh)
 }
 
 // RunIdleServer serves r.Sessions sessions opened by the second process,
@@ -144,17 +164,22 @@ func RunIdleServer(ctx context.Context, r IdleRun) (IdleReport, error) {
 		_ = cmd.Wait()
 	}()
 	ready := make(chan error, 1)
+	done := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			line := sc.Text()
-			if strings.HasPrefix(line, "ready ") {
+			switch {
+			case strings.HasPrefix(line, "ready "):
 				ready <- nil
-			} else if strings.HasPrefix(line, "error ") {
+			case strings.HasPrefix(line, "done "):
+				done <- strings.TrimPrefix(line, "done ")
+			case strings.HasPrefix(line, "error "):
 				ready <- errors.New("bench-idle client: " + strings.TrimPrefix(line, "error "))
 			}
 		}
 		ready <- errors.New("bench-idle client: exited before it was ready")
+		close(done)
 	}()
 	if err := <-served; err != nil {
 		return rep, err
@@ -168,14 +193,58 @@ func RunIdleServer(ctx context.Context, r IdleRun) (IdleReport, error) {
 	rep.BytesPerSession = (float64(rep.HeapAfter) - float64(rep.HeapBefore)) / float64(r.Sessions)
 	rep.RSSPerSession = (float64(rss()) - float64(rss0)) / float64(r.Sessions)
 	rep.GoroutinesPerSess = float64(g1-g0) / float64(r.Sessions)
+	if r.Active > 0 {
+		if err := activePhase(r, &rep, streams, stdin, done); err != nil {
+			return rep, err
+		}
+	}
 	runtime.KeepAlive(streams)
 	return rep, nil
+}
+
+// activePhase echoes on the first r.Active streams (one application
+// goroutine each, as a server would run) while the client drives them for
+// r.Duration, and samples this process's heap every second.
+func activePhase(r IdleRun, rep *IdleReport, streams []*mux.Stream, stdin io.Writer, done <-chan string) error {
+	rep.Active = min(r.Active, len(streams))
+	for _, st := range streams[:rep.Active] {
+		go func() {
+			buf := make([]byte, 64)
+			for {
+				if _, err := io.ReadFull(st, buf); err != nil {
+					return
+				}
+				if _, err := st.Write(buf); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		return err
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	rep.HeapLow = ^uint64(0)
+	for {
+		select {
+		case <-tick.C:
+			h := memNow()
+			rep.HeapLow, rep.HeapHigh = min(rep.HeapLow, h), max(rep.HeapHigh, h)
+		case line, ok := <-done:
+			if !ok {
+				return errors.New("bench-idle client: exited during the active phase")
+			}
+			rep.Echo = line
+			return nil
+		}
+	}
 }
 
 // RunIdleClients opens n sessions to addr (the second process), each with
 // one stream and one byte each way, prints "ready n" to out and holds them
 // until in closes.
-func RunIdleClients(ctx context.Context, addr string, n int, in io.Reader, out io.Writer) error {
+func RunIdleClients(ctx context.Context, addr string, n, active int, d time.Duration, in io.Reader, out io.Writer) error {
 	cfg := &mux.Config{Driver: mux.DriverEventLoop, KeepAliveInterval: time.Minute, KeepAliveTimeout: 3 * time.Minute}
 	held := make([]*mux.Session, 0, n)
 	defer func() {
@@ -184,6 +253,7 @@ func RunIdleClients(ctx context.Context, addr string, n int, in io.Reader, out i
 		}
 	}()
 	buf := []byte{1}
+	streams := make([]*mux.Stream, 0, n)
 	for i := range n {
 		s, err := mux.Dial(ctx, "ws://"+addr+"/", cfg)
 		if err == nil {
@@ -193,6 +263,7 @@ func RunIdleClients(ctx context.Context, addr string, n int, in io.Reader, out i
 				if _, err = st.Write(buf); err == nil {
 					_, err = io.ReadFull(st, buf)
 				}
+				streams = append(streams, st)
 			}
 		}
 		if err != nil {
@@ -201,8 +272,97 @@ func RunIdleClients(ctx context.Context, addr string, n int, in io.Reader, out i
 		}
 	}
 	fmt.Fprintf(out, "ready %d\n", n)
-	_, _ = io.Copy(io.Discard, in)
+	br := bufio.NewReader(in)
+	if active > 0 {
+		if line, err := br.ReadString('\n'); err != nil || line != "go\n" {
+			return nil
+		}
+		fmt.Fprintf(out, "done %s\n", echoLoad(streams[:min(active, len(streams))], d))
+	}
+	_, _ = io.Copy(io.Discard, br)
 	return nil
+}
+
+// echoLoad echoes 64 bytes in a loop on every stream for d and describes
+// the round trips: how many, the fewest one stream completed (none
+// starved), and the 50th, 99th percentiles and the maximum.
+func echoLoad(streams []*mux.Stream, d time.Duration) string {
+	var h latencyHist
+	counts := make([]int, len(streams))
+	var wg sync.WaitGroup
+	end := time.Now().Add(d)
+	for i, st := range streams {
+		wg.Go(func() {
+			buf := make([]byte, 64)
+			for time.Now().Before(end) {
+				t := time.Now()
+				if _, err := st.Write(buf); err != nil {
+					return
+				}
+				if _, err := io.ReadFull(st, buf); err != nil {
+					return
+				}
+				h.add(time.Since(t))
+				counts[i]++
+			}
+		})
+	}
+	wg.Wait()
+	total, least := 0, counts[0]
+	for _, c := range counts {
+		total += c
+		least = min(least, c)
+	}
+	return fmt.Sprintf("%d echoes in %v (%.0f/s), fewest on one session %d, p50 %v p99 %v max %v",
+		total, d, float64(total)/d.Seconds(), least, h.quantile(0.5), h.quantile(0.99), h.max())
+}
+
+// latencyHist is a log-linear histogram of durations (16 buckets per
+// power of two of microseconds: about 6 % resolution), safe for
+// concurrent use.
+type latencyHist struct {
+	mu      sync.Mutex
+	buckets [64 * 16]uint64
+	n       uint64
+	top     time.Duration
+}
+
+func (h *latencyHist) add(d time.Duration) {
+	us := uint64(max(d/time.Microsecond, 1))
+	e := bits.Len64(us) - 1
+	sub := 0
+	if e >= 4 {
+		sub = int((us >> (e - 4)) & 15)
+	} else {
+		sub = int(us<<(4-e)) & 15
+	}
+	h.mu.Lock()
+	h.buckets[e*16+sub]++
+	h.n++
+	h.top = max(h.top, d)
+	h.mu.Unlock()
+}
+
+func (h *latencyHist) quantile(q float64) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	want := uint64(q * float64(h.n))
+	var seen uint64
+	for i, c := range h.buckets {
+		seen += c
+		if c > 0 && seen >= want {
+			e, sub := i/16, i%16
+			us := (uint64(16+sub) << e) >> 4
+			return time.Duration(max(us, 1)) * time.Microsecond
+		}
+	}
+	return h.top
+}
+
+func (h *latencyHist) max() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.top
 }
 
 // rss returns the resident set size of this process (0 if unknown).

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,8 @@ func init() { extraCommands = append(extraCommands, newBenchIdleCmd) }
 func newBenchIdleCmd() *cobra.Command {
 	var (
 		sessions int
+		active   int
+		duration time.Duration
 		driver   string
 		client   string
 	)
@@ -29,20 +32,27 @@ func newBenchIdleCmd() *cobra.Command {
 process (this binary again: one process may hold only so many descriptors),
 each with one open stream that moved one byte each way and then stays idle,
 and prints the server's heap+stack, resident set and goroutines per session
-(after two garbage collections), with its descriptor limit.
+(after two garbage collections), with its descriptor limit. With --active,
+that many sessions then echo 64 bytes in a loop for --duration (the server
+echoes on one goroutine per active stream, as an application would) while
+the others stay idle.
 
 --driver picks the server sessions' driver: eventloop, fastpaths or
 goroutines. The clients always use the event loop.`,
 		Example: `  wsmux bench-idle --sessions 15000 --driver eventloop
-  wsmux bench-idle --sessions 15000 --driver fastpaths`,
+  wsmux bench-idle --sessions 15000 --driver fastpaths
+  wsmux bench-idle --sessions 15000 --active 1000 --duration 60s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if sessions < 1 {
 				return usageErrorf("--sessions %d: want 1 or more", sessions)
 			}
+			if active < 0 || active > sessions || duration <= 0 {
+				return usageErrorf("--active %d --duration %v: want 0..--sessions active sessions and a positive duration", active, duration)
+			}
 			ctx := cmd.Context()
 			if client != "" {
-				return bench.RunIdleClients(ctx, client, sessions, os.Stdin, cmd.OutOrStdout())
+				return bench.RunIdleClients(ctx, client, sessions, active, duration, os.Stdin, cmd.OutOrStdout())
 			}
 			var d mux.Driver
 			switch driver {
@@ -62,9 +72,12 @@ goroutines. The clients always use the event loop.`,
 			rep, err := bench.RunIdleServer(ctx, bench.IdleRun{
 				Sessions: sessions,
 				Driver:   d,
+				Active:   active,
+				Duration: duration,
 				Progress: cmd.ErrOrStderr(),
 				Client: func(addr string) *exec.Cmd {
-					c := exec.CommandContext(ctx, self, "bench-idle", "--client", addr, "--sessions", strconv.Itoa(sessions))
+					c := exec.CommandContext(ctx, self, "bench-idle", "--client", addr, "--sessions", strconv.Itoa(sessions),
+						"--active", strconv.Itoa(active), "--duration", duration.String())
 					c.Stderr = os.Stderr
 					return c
 				},
@@ -78,6 +91,8 @@ goroutines. The clients always use the event loop.`,
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&sessions, "sessions", 15000, "idle sessions to hold")
+	fl.IntVar(&active, "active", 0, "then this many of them echo 64 bytes in a loop for --duration while the rest stay idle (round trips: p50, p99, the fewest on one session; the server's heap over the run)")
+	fl.DurationVar(&duration, "duration", 60*time.Second, "how long the active sessions echo")
 	fl.StringVar(&driver, "driver", mux.DriverEventLoop.String(), "the server sessions' driver: eventloop, fastpaths, goroutines")
 	fl.StringVar(&client, "client", "", "run as the client process of the server at this address (used by bench-idle itself)")
 	_ = fl.MarkHidden("client")
