@@ -61,6 +61,9 @@ func Handoff(ctx context.Context, socketPath string, client syscall.Conn, m Hand
 	}); err != nil {
 		return err
 	}
+	if errors.Is(werr, syscall.EPIPE) || errors.Is(werr, syscall.ECONNRESET) {
+		return &HandoffError{Reason: HandoffClosed, Message: closedMessage}
+	}
 	if werr != nil {
 		return fmt.Errorf("controller: sending the handoff: %w", werr)
 	}
@@ -69,7 +72,7 @@ func Handoff(ctx context.Context, socketPath string, client syscall.Conn, m Hand
 	if err != nil || n == 0 {
 		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
 			// Closed without reading: the gateway did not take the socket.
-			return &HandoffError{Reason: HandoffClosed, Message: "the gateway closed the handoff connection (is this uid allowed by --handoff-allow-uid?)"}
+			return &HandoffError{Reason: HandoffClosed, Message: closedMessage}
 		}
 		return &NoAnswerError{Err: err}
 	}
@@ -92,6 +95,8 @@ func (e *NoAnswerError) Error() string {
 	return "controller: no answer from the gateway to the handoff: " + e.Err.Error()
 }
 func (e *NoAnswerError) Unwrap() error { return e.Err }
+
+const closedMessage = "the gateway closed the handoff connection without answering (is this uid allowed by --handoff-allow-uid?)"
 
 // ErrTLS is HandoffHTTP's error for a request that came over TLS: TLS
 // state cannot move to another process, so TLS must end in front of the

@@ -301,6 +301,8 @@ func (s *Server) start(fd int, m controller.HandoffMessage) controller.HandoffRe
 	remote := conn.RemoteAddr()
 	if m.RemoteAddr != "" {
 		remote = addr(m.RemoteAddr)
+	} else if remote == nil {
+		remote = addr("handoff") // an unnamed peer: net/http wants an address
 	}
 	pc := newPrefixConn(conn, m.Data, remote)
 	u := auth.User{ID: "handoff:" + m.User.Name, Name: m.User.Name, UID: m.User.UID, Groups: m.User.Groups}
