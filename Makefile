@@ -8,21 +8,27 @@ PKGS      := ./...
 WSMUX_SOAK ?= 30s
 export WSMUX_SOAK
 
-.PHONY: test ts-test vet fmt-check lint bench bench-go fuzz fuzz-seeds fuzz-long fuzz-ci fuzz-vet
+.PHONY: test ts-test vet fmt-check lint bench bench-go bench-idle fuzz fuzz-seeds fuzz-long fuzz-ci fuzz-vet
 
 # The packages whose tests drive sessions: make test runs them once more with the reference
 # driver (mux.DriverGoroutines) in place of the default fast paths.
 DRIVERPKGS := ./mux/... ./fuzz/... ./adapters/... ./cmd/wsmux/internal/wireconf/...
+# ...and once more on the event loop (mux.DriverEventLoop; mux's internal packages do not
+# depend on the driver, and the full-size integrity test runs over TCP only: pipes fall back).
+EVLOOPPKGS := ./mux/ ./fuzz/... ./adapters/... ./cmd/wsmux/internal/wireconf/...
 
 ## test: vet, gofmt check, race-enabled tests (fuzz seed corpora run as tests), the session
-## tests again on the reference driver (WSMUX_DRIVER=goroutines), then
+## tests again on the reference driver (WSMUX_DRIVER=goroutines) and on the event loop
+## (WSMUX_DRIVER=eventloop), then
 ## without -race: the allocation tests (the race runtime makes sync.Pool drop items) and
 ## the full-size integrity and slow-reader tests (256 x 4 MiB, 64 MiB), which -race slows
 ## past the time budget and so runs at reduced sizes.
 test: vet fmt-check ts-test
 	$(GO) test -race -count=1 -timeout 14m $(PKGS)
 	WSMUX_DRIVER=goroutines $(GO) test -race -count=1 -timeout 10m $(DRIVERPKGS)
+	WSMUX_DRIVER=eventloop $(GO) test -race -count=1 -timeout 10m $(EVLOOPPKGS)
 	$(GO) test -count=1 -timeout 5m -run 'Alloc|Integrity|SlowReader' $(PKGS)
+	WSMUX_DRIVER=eventloop $(GO) test -count=1 -timeout 5m -run 'Alloc|IntegrityTCP|SlowReader' ./mux/
 
 ## ts-test: the TypeScript client clients/ts: npm ci (versions of package-lock.json) when the lock
 ## file changed, then npm test (node:test on testdata/vectors) and a check that the web
@@ -51,6 +57,14 @@ lint: vet fmt-check
 ## CPU per MiB moved), writes docs/bench/{bench.md,bench.svg,results.json}.
 bench:
 	$(GO) run ./cmd/wsmux bench --count 3 --out docs/bench
+
+## bench-idle: many idle sessions in one server process, clients in a second one
+## (docs/performance.md): 15,000 on the event loop, then on the fast paths, then 1,000 of
+## 15,000 echoing for 60 s on the event loop. About 4 minutes.
+bench-idle:
+	$(GO) run ./cmd/wsmux bench-idle --sessions 15000 --driver eventloop
+	$(GO) run ./cmd/wsmux bench-idle --sessions 15000 --driver fastpaths
+	$(GO) run ./cmd/wsmux bench-idle --sessions 15000 --driver eventloop --active 1000 --duration 60s
 
 ## bench-go: go test -bench with -count suitable for benchstat, into bench.txt; narrow it with
 ## BENCH (a -bench regexp), e.g. make bench-go BENCH='Bulk1|Echo64' COUNT=6.
