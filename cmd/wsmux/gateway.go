@@ -20,6 +20,7 @@ func newGatewayCmd(a *app) *cobra.Command {
 	var impersonate bool
 	var policyFile string
 	var reloadEvery time.Duration
+	var rf reviewFlags
 	var lf limitFlags
 	var cf controllerFlags
 	c := &cobra.Command{
@@ -52,7 +53,9 @@ in kube-apiserver's static token format, one per line:
   TOKEN,USER[,UID[,"GROUP1,GROUP2"]]
 
 (compared in constant time; reloaded on SIGHUP and when the file changes, a
-file that does not parse keeps the previous tokens), or, with --client-ca (needs --tls-cert), a TLS
+file that does not parse keeps the previous tokens; other tokens go to the
+TokenReview webhook of --authentication-token-webhook-config-file when set),
+or, with --client-ca (needs --tls-cert), a TLS
 client certificate signed by that CA (a presented certificate that does not
 verify is rejected even with a valid token). Unauthenticated requests get 401,
 malformed paths and non-upgrade requests 400, each with a plain-text body
@@ -68,8 +71,8 @@ finish for --shutdown-timeout, then close what is left.`,
       --token-file tokens --client-ca clients-ca.crt --kubeconfig gateway.kubeconfig`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if sf.tokenFile == "" && clientCA == "" {
-				return usageErrorf("--token-file or --client-ca is required: the gateway never runs unauthenticated")
+			if sf.tokenFile == "" && clientCA == "" && !rf.set() {
+				return usageErrorf("--token-file, --client-ca or --authentication-token-webhook-config-file is required: the gateway never runs unauthenticated")
 			}
 			if clientCA != "" && sf.tlsCert == "" {
 				return usageErrorf("--client-ca needs --tls-cert/--tls-key (client certificates need TLS)")
@@ -131,6 +134,9 @@ finish for --shutdown-timeout, then close what is left.`,
 				return usageErrorf("--kubeconfig: %v: pass a kubeconfig for the cluster (or run in a pod)", err)
 			}
 			authn := auth.NewWithUsers(tokens, pool)
+			if err := rf.apply(authn); err != nil {
+				return err
+			}
 			if sf.tokenFile != "" && reloadEvery > 0 {
 				rl := &auth.TokenFileReloader{Path: sf.tokenFile, Auth: authn, Log: a.log, OnReload: m.ReloadHook("token_file")}
 				_ = rl.Reload() // read above; this records the file's state
@@ -164,6 +170,7 @@ finish for --shutdown-timeout, then close what is left.`,
 	fl.StringVar(&policyFile, "policy-file", "", "YAML rules (users/groups -> namespaces, pods, subresources, containers) checked before anything goes upstream; see docs/gateway.md")
 	fl.StringVar(&upstream, "upstream", gateway.UpstreamSPDY, "protocol spoken to the cluster: spdy or wsmux")
 	lf.register(c, false)
+	rf.register(c)
 	cf.register(c)
 	return c
 }

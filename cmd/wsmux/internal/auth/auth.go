@@ -1,6 +1,8 @@
 // Package auth authenticates wsmux's server commands' callers: bearer
-// tokens from a file, compared in constant time, and optionally TLS client
-// certificates verified against a CA bundle.
+// tokens from a file, compared in constant time, optionally TLS client
+// certificates verified against a CA bundle, and optionally bearer tokens
+// checked with a TokenReview webhook. It must not import the commands'
+// other packages (gateway, tunnel, ops).
 package auth
 
 import (
@@ -33,7 +35,13 @@ type Authenticator struct {
 	tokens atomic.Pointer[tokenSet]
 	// clientCAs, when set, accepts TLS client certificates they sign.
 	clientCAs *x509.CertPool
+	// reviewer, when set, checks bearer tokens the file does not hold.
+	reviewer *TokenReviewer
 }
+
+// UseTokenReview makes bearer tokens that the token file does not hold go
+// to r (set before serving).
+func (a *Authenticator) UseTokenReview(r *TokenReviewer) { a.reviewer = r }
 
 // tokenSet holds SHA-256 digests of the accepted tokens (comparing
 // fixed-size digests in constant time leaks neither a token's bytes nor its
@@ -75,7 +83,8 @@ func (a *Authenticator) Authenticate(r *http.Request) (string, error) {
 
 // Identify authenticates as Authenticate does and returns the caller's
 // User: a token's from the token file, a client certificate's subject
-// (CN the name, O the groups).
+// (CN the name, O the groups), or, for a bearer token the file does not
+// hold, what the token review says (UseTokenReview).
 func (a *Authenticator) Identify(r *http.Request) (User, error) {
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && a.clientCAs != nil {
 		leaf := r.TLS.PeerCertificates[0]
@@ -102,8 +111,12 @@ func (a *Authenticator) Identify(r *http.Request) (User, error) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
 		return User{}, &Error{Reason: ReasonBadRequest, Detail: "Authorization header is not \"Bearer <token>\""}
 	}
+	tok = strings.TrimSpace(tok)
 	ts := a.tokens.Load()
-	n := ts.index(strings.TrimSpace(tok))
+	n := ts.index(tok)
+	if n == 0 && a.reviewer != nil {
+		return a.reviewer.Review(r.Context(), tok)
+	}
 	if n == 0 {
 		return User{}, &Error{Reason: ReasonBadToken, Detail: "invalid bearer token"}
 	}

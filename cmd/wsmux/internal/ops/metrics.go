@@ -67,7 +67,7 @@ func NewMetrics() *Metrics {
 	}
 	// Every label known in advance exists from the start, at 0: a
 	// dashboard or alert sees the series before the first event.
-	for _, r := range []string{"missing_credentials", "invalid_token", "invalid_client_certificate", "malformed_authorization"} {
+	for _, r := range []string{"missing_credentials", "invalid_token", "invalid_client_certificate", "malformed_authorization", "token_review_failed"} {
 		m.AuthFailures.WithLabelValues(r)
 	}
 	for _, r := range []string{"bad_path", "not_upgrade", "no_protocol", "bad_upgrade"} {
