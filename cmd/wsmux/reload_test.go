@@ -37,6 +37,18 @@ func waitMetric(t *testing.T, url, line string) {
 	}
 }
 
+// replace writes content beside path and renames it over path, as a
+// deployment updates a file (the watch never reads half of it).
+func replace(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path+".new", []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestGatewayTokenFileReloadOnChange: `wsmux gateway` picks up an edit of
 // its token file on disk without a restart or a signal: a revoked token
 // gets 401 (exit 3), the new one works; a broken edit keeps the tokens in
@@ -65,9 +77,7 @@ func TestGatewayTokenFileReloadOnChange(t *testing.T) {
 	if code, out := exec(oldTok); code != 0 || out != "hi" {
 		t.Fatalf("old token before the edit: exit %d, %q", code, out)
 	}
-	if err := os.WriteFile(gatewayTokens, []byte("new-caller,alice,1,dev\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	replace(t, gatewayTokens, "new-caller,alice,1,dev\n")
 	waitMetric(t, metrics, `wsmux_reloads_total{file="token_file",result="success"} 2`)
 	if code, out := exec(oldTok); code != exitAuth || !strings.Contains(out, "401") {
 		t.Errorf("revoked token: exit %d, %q; want %d and the 401", code, out, exitAuth)
@@ -75,9 +85,7 @@ func TestGatewayTokenFileReloadOnChange(t *testing.T) {
 	if code, out := exec(newTok); code != 0 || out != "hi" {
 		t.Errorf("new token: exit %d, %q", code, out)
 	}
-	if err := os.WriteFile(gatewayTokens, []byte("new-caller,alice,1,dev,extra\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	replace(t, gatewayTokens, "new-caller,alice,1,dev,extra\n")
 	waitMetric(t, metrics, `wsmux_reloads_total{file="token_file",result="failure"} 1`)
 	if code, out := exec(newTok); code != 0 || out != "hi" {
 		t.Errorf("new token after a broken edit: exit %d, %q", code, out)

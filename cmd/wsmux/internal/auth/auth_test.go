@@ -136,12 +136,19 @@ func TestFileReloaderKeepsStateOnError(t *testing.T) {
 // old ones. Each step waits for the reload's outcome (OnReload).
 func TestTokenFileWatchReloadsOnChange(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "tokens")
+	// Each version is written beside the file and renamed over it, as a
+	// deployment does (and a Secret volume), so the watch never reads half
+	// of one.
 	write := func(content string, mtime time.Time) {
 		t.Helper()
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		tmp := p + ".new"
+		if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Chtimes(p, mtime, mtime); err != nil {
+		if err := os.Chtimes(tmp, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, p); err != nil {
 			t.Fatal(err)
 		}
 	}
