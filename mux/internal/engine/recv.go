@@ -161,7 +161,7 @@ func (e *Engine) applySettings(p []byte) {
 				return
 			}
 			e.link(st)
-			e.emitStream(st, EvWritable)
+			e.roomCame(st)
 		}
 		e.peerStreamWin = v
 	}
@@ -374,7 +374,7 @@ func (e *Engine) onWindowUpdate(f *frame.Frame, now time.Duration) {
 		e.link(st)
 		e.wake()
 	}
-	e.emitStream(st, EvWritable)
+	e.roomCame(st)
 }
 
 // liveStream returns the live stream a frame names, or nil when the frame

@@ -321,7 +321,7 @@ func (e *Engine) appendData(dst []byte, limit, frames int, now time.Duration) ([
 		default:
 			e.link(st)
 		}
-		e.emitStream(st, EvWritable)
+		e.roomCame(st)
 	}
 	if !e.sessWait.empty() {
 		// Once per batch, not per frame: the writers woken find the

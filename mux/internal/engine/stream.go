@@ -40,6 +40,7 @@ type Stream struct {
 	finRecv     bool
 	readClosed  bool
 	sessWaiting bool // a Write waits in Engine.sessWait
+	wrWaiting   bool // a Write came back short: it waits for room or credit
 	finQueued   bool
 	finSent     bool
 	flushing    bool // reset locally; RST_STREAM (resetErr's code and reason) follows the queued bytes
@@ -199,11 +200,25 @@ func (e *Engine) Write(st *Stream, p []byte) (n int, queued bool, err error) {
 			queued = true
 		}
 	}
-	if n < len(p) && e.cfg.SessionSendBuffer-e.txQueued <= 0 && !st.sessWaiting {
-		st.sessWaiting = true
-		e.sessWait.push(st)
+	if n < len(p) {
+		st.wrWaiting = true
+		if e.cfg.SessionSendBuffer-e.txQueued <= 0 && !st.sessWaiting {
+			st.sessWaiting = true
+			e.sessWait.push(st)
+		}
 	}
 	return n, queued, nil
+}
+
+// roomCame wakes the Write that waits on st for its stream's room or
+// credit, if one does: not one that waits for the session's send buffer
+// (wakeSessionWaiters wakes those in turn), and nothing when no Write
+// waits. With many streams most of these wake-ups would be spurious.
+func (e *Engine) roomCame(st *Stream) {
+	if st.wrWaiting && !st.sessWaiting {
+		st.wrWaiting = false
+		e.emitStream(st, EvWritable)
+	}
 }
 
 // StopWaiting says the Write that waited on st no longer does.
