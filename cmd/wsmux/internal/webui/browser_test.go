@@ -1,4 +1,4 @@
-package webui_test
+package webui
 
 import (
 	"bufio"
@@ -22,7 +22,6 @@ import (
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/gateway"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/tsinterop"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/webui"
 	"github.com/wsmux/wsmux/mux"
 )
 
@@ -65,6 +64,52 @@ func (g *goSide) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// uiServer serves, on loopback, the web terminal in front of a gateway to a
+// stand-in cluster whose pod "shell" runs local processes (on a pty with a
+// TTY), and whatever extra adds.
+func uiServer(tb testing.TB, extra func(*http.ServeMux)) *httptest.Server {
+	tb.Helper()
+	cl, err := clustertest.New(clustertest.Options{Dir: tb.TempDir(), PTY: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(cl.Close)
+	g, err := gateway.New(gateway.Config{
+		Auth:        auth.NewWithUsers([]auth.Token{{Token: browserToken, User: auth.User{Name: "browser-tester"}}}, nil),
+		Impersonate: true, Cluster: cl.RestConfig(),
+		Logger: slog.New(slog.NewTextHandler(testnet.LogWriter{T: tb}, nil)),
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	inner := http.NewServeMux()
+	if extra != nil {
+		extra(inner)
+	}
+	inner.Handle("/", g.Handler())
+	srv := httptest.NewServer(Wrap(inner))
+	tb.Cleanup(srv.Close)
+	return srv
+}
+
+// needBrowser returns node, the compiled script NAME and chromium's path;
+// it skips (fails under CI) when one is missing.
+func needBrowser(tb testing.TB, name string) (node, script, chromium string) {
+	tb.Helper()
+	node, script = tsinterop.NeedCompiled(tb, name)
+	chromium = os.Getenv("CHROMIUM")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		if os.Getenv("CI") != "" {
+			tb.Fatalf("%v: .ci/run installs chromium (scripts/ci-browser.sh)", err)
+		}
+		tb.Skipf("%v: install Debian's chromium (bash scripts/ci-browser.sh) or set CHROMIUM", err)
+	}
+	return node, script, chromium
+}
+
 // TestBrowser drives the web terminal and the TS client in Debian's
 // chromium, headless, through puppeteer-core (clients/ts/test/tools/browser.ts):
 // the terminal of wsmux gateway against a stand-in cluster whose pod runs a
@@ -73,36 +118,9 @@ func (g *goSide) serve(w http.ResponseWriter, r *http.Request) {
 // token's 401) and the client library in the page against a Go mux server.
 // Screenshots go to the test's artifact directory (go test -artifacts).
 func TestBrowser(t *testing.T) {
-	node, script := tsinterop.NeedCompiled(t, "browser")
-	chromium := os.Getenv("CHROMIUM")
-	if chromium == "" {
-		chromium = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(chromium); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%v: .ci/run installs chromium (scripts/ci-browser.sh)", err)
-		}
-		t.Skipf("%v: install Debian's chromium (bash scripts/ci-browser.sh) or set CHROMIUM", err)
-	}
-	cl, err := clustertest.New(clustertest.Options{Dir: t.TempDir(), PTY: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	g, err := gateway.New(gateway.Config{
-		Auth:        auth.NewWithUsers([]auth.Token{{Token: browserToken, User: auth.User{Name: "browser-tester"}}}, nil),
-		Impersonate: true, Cluster: cl.RestConfig(),
-		Logger: slog.New(slog.NewTextHandler(testnet.LogWriter{T: t}, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	node, script, chromium := needBrowser(t, "browser")
 	var gs goSide
-	inner := http.NewServeMux()
-	inner.HandleFunc("/test/mux", gs.serve)
-	inner.Handle("/", g.Handler())
-	srv := httptest.NewServer(webui.Wrap(inner))
-	defer srv.Close()
+	srv := uiServer(t, func(m *http.ServeMux) { m.HandleFunc("/test/mux", gs.serve) })
 
 	out := t.ArtifactDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -8,7 +8,9 @@
 // subprotocols (base64url.bearer.authorization.k8s.io.TOKEN, as Kubernetes'
 // apiserver accepts, and x-stream-protocol-version.NAME), which Wrap turns
 // into the Authorization and X-Stream-Protocol-Version headers of a wsmux.v1
-// upgrade before the gateway sees it. It imports nothing of the gateway.
+// upgrade before the gateway sees it (the token also for other WebSocket
+// protocols, such as a browser's v5.channel.k8s.io). It imports nothing of
+// the gateway.
 //
 // static/ is generated from clients/ts/web by `npm run bundle` in clients/ts
 // and committed; `make test` checks that it is up to date.
@@ -64,9 +66,18 @@ func Wrap(next http.Handler) http.Handler {
 	return mux
 }
 
-// fromBrowser returns r with the token and stream protocol subprotocols of
-// a wsmux.v1 upgrade moved into headers; r itself when it has none. A
-// request that already has an Authorization header keeps it.
+func versionProtocols(vs []string) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = versionPrefix + v
+	}
+	return out
+}
+
+// fromBrowser returns r with the bearer token subprotocol of a WebSocket
+// upgrade moved into the Authorization header, and for wsmux.v1 also the
+// stream protocol versions into X-Stream-Protocol-Version; r itself when it
+// has none. A request that already has an Authorization header keeps it.
 func fromBrowser(r *http.Request) *http.Request {
 	offered := r.Header.Values("Sec-WebSocket-Protocol")
 	var protos, versions []string
@@ -91,15 +102,20 @@ func fromBrowser(r *http.Request) *http.Request {
 			}
 		}
 	}
-	if !browser || !wsmux {
+	if !browser {
 		return r
 	}
 	r = r.Clone(r.Context())
+	if !wsmux {
+		// Another protocol (a browser's v5.channel.k8s.io): only the token
+		// moves, as the Kubernetes apiserver does it.
+		protos = append(protos, versionProtocols(versions)...)
+	}
 	r.Header.Set("Sec-WebSocket-Protocol", strings.Join(protos, ", "))
 	if token != "" && r.Header.Get("Authorization") == "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}
-	if len(versions) > 0 && len(r.Header.Values("X-Stream-Protocol-Version")) == 0 {
+	if wsmux && len(versions) > 0 && len(r.Header.Values("X-Stream-Protocol-Version")) == 0 {
 		for _, v := range versions {
 			r.Header.Add("X-Stream-Protocol-Version", v)
 		}

@@ -57,8 +57,10 @@ func TestBrowserSubprotocolsBecomeHeaders(t *testing.T) {
 			"wsmux.v1", "Bearer secret-token", "v4.channel.k8s.io"},
 		{"an Authorization header wins", http.Header{"Authorization": {"Bearer mine"}, "Sec-Websocket-Protocol": {"wsmux.v1", "base64url.bearer.authorization.k8s.io.eA"}},
 			"wsmux.v1", "Bearer mine", ""},
-		{"not wsmux: unchanged", http.Header{"Sec-Websocket-Protocol": {"v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.eA"}},
-			"v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.eA", "", ""},
+		{"v5 from a browser: the token only", http.Header{"Sec-Websocket-Protocol": {"v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.eA, x-stream-protocol-version.v4.channel.k8s.io"}},
+			"v5.channel.k8s.io, x-stream-protocol-version.v4.channel.k8s.io", "Bearer x", ""},
+		{"no token subprotocol: unchanged", http.Header{"Sec-Websocket-Protocol": {"v5.channel.k8s.io, x-stream-protocol-version.v4.channel.k8s.io"}},
+			"v5.channel.k8s.io, x-stream-protocol-version.v4.channel.k8s.io", "", ""},
 		{"kubectl: unchanged", http.Header{"Sec-Websocket-Protocol": {"wsmux.v1"}, "Authorization": {"Bearer k"}, "X-Stream-Protocol-Version": {"v5.channel.k8s.io"}},
 			"wsmux.v1", "Bearer k", "v5.channel.k8s.io"},
 	} {
