@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -85,6 +87,41 @@ type HandoffReply struct {
 // wsmux_handoffs_total result, or "closed" when it closed the connection
 // without reading, as it does for a uid it does not allow).
 type HandoffError struct{ Reason, Message string }
+
+// Reasons of refused handoffs that ParseHandoffMessage finds (the gateway
+// has more: see docs/controller.md).
+const (
+	HandoffBadMessage = "bad_message" // not the JSON of a version 1 message, or an invalid one
+	HandoffTLS        = "tls"         // the bytes already read start a TLS handshake
+)
+
+// ParseHandoffMessage decodes a handoff message strictly (an unknown key
+// is refused: it could be a restriction this version does not know) and
+// checks it: version, user, target, and that the bytes already read are
+// not TLS. On error, reason is HandoffBadMessage or HandoffTLS.
+func ParseHandoffMessage(b []byte) (m HandoffMessage, reason string, err error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&m); err != nil {
+		return m, HandoffBadMessage, fmt.Errorf("not a handoff message: %v", err)
+	}
+	if d.More() {
+		return m, HandoffBadMessage, errors.New("data after the JSON message")
+	}
+	switch {
+	case m.V != HandoffVersion:
+		return m, HandoffBadMessage, fmt.Errorf("version %d: this gateway speaks version %d", m.V, HandoffVersion)
+	case m.User.Name == "":
+		return m, HandoffBadMessage, errors.New("no user name: the gateway acts as the caller upstream")
+	}
+	if err := m.Target.Validate(); err != nil {
+		return m, HandoffBadMessage, err
+	}
+	if len(m.Data) >= 3 && m.Data[0] == 0x16 && m.Data[1] == 0x03 {
+		return m, HandoffTLS, errors.New("the bytes already read start a TLS handshake: TLS state cannot move between processes; end TLS in front of the controller, or use tickets")
+	}
+	return m, "", nil
+}
 
 // HandoffClosed is HandoffError's Reason when the gateway closed the
 // connection without answering (the socket never reached it).

@@ -14,6 +14,7 @@ package handoff
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -24,19 +25,20 @@ import (
 
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
+	"github.com/wsmux/wsmux/controller"
 )
 
 // Results of a handoff, the label of wsmux_handoffs_total and the reason
 // of a refusal the controller reads in its reply.
 const (
 	ResultAccepted         = "accepted"
-	ResultPeerNotAllowed   = "peer_not_allowed"  // SO_PEERCRED uid not in the allow list
-	ResultTruncated        = "truncated"         // message or control data cut (too long, too many descriptors)
-	ResultNoDescriptor     = "no_descriptor"     // a message without a socket
-	ResultExtraDescriptors = "extra_descriptors" // more than one socket
-	ResultBadMessage       = "bad_message"       // not the JSON of a version 1 message, or an invalid one
-	ResultBadDescriptor    = "bad_descriptor"    // not a connected stream socket
-	ResultTLS              = "tls"               // the bytes already read are a TLS handshake
+	ResultPeerNotAllowed   = "peer_not_allowed"           // SO_PEERCRED uid not in the allow list
+	ResultTruncated        = "truncated"                  // message or control data cut (too long, too many descriptors)
+	ResultNoDescriptor     = "no_descriptor"              // a message without a socket
+	ResultExtraDescriptors = "extra_descriptors"          // more than one socket
+	ResultBadMessage       = controller.HandoffBadMessage // not the JSON of a version 1 message, or an invalid one
+	ResultBadDescriptor    = "bad_descriptor"             // not a connected stream socket
+	ResultTLS              = controller.HandoffTLS        // the bytes already read are a TLS handshake
 	ResultShuttingDown     = "shutting_down"
 )
 
@@ -109,3 +111,7 @@ func (s *Server) idleCh() <-chan struct{} {
 
 // Addr is the socket's path.
 func (s *Server) Addr() string { return s.cfg.Path }
+
+func refuse(reason, format string, a ...any) controller.HandoffReply {
+	return controller.HandoffReply{V: controller.HandoffVersion, Reason: reason, Error: fmt.Sprintf(format, a...)}
+}

@@ -3,7 +3,6 @@
 package handoff
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -187,10 +186,6 @@ func (s *Server) control(c *net.UnixConn, uid int, pid int32) {
 	}
 }
 
-func refuse(reason, format string, a ...any) controller.HandoffReply {
-	return controller.HandoffReply{V: controller.HandoffVersion, Reason: reason, Error: fmt.Sprintf(format, a...)}
-}
-
 // receive handles one message: on success the socket is being served;
 // otherwise every descriptor received is closed. Either way it is
 // logged and counted.
@@ -199,8 +194,8 @@ func (s *Server) receive(log *slog.Logger, msg, oob []byte, flags int) controlle
 	reply := s.check(msg, fds, cerr, flags)
 	var m controller.HandoffMessage
 	if reply.Reason == "" {
-		_ = json.Unmarshal(msg, &m) // checked
-		reply = s.start(fds[0], m)  // it owns fds[0] from here
+		m, _, _ = controller.ParseHandoffMessage(msg) // checked
+		reply = s.start(fds[0], m)                    // it owns fds[0] from here
 		fds = fds[1:]
 	}
 	for _, fd := range fds {
@@ -255,26 +250,8 @@ func (s *Server) check(msg []byte, fds []int, cerr error, flags int) controller.
 	case len(fds) > 1:
 		return refuse(ResultExtraDescriptors, "%d descriptors: send exactly one, the client's socket", len(fds))
 	}
-	var m controller.HandoffMessage
-	d := json.NewDecoder(bytes.NewReader(msg))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&m); err != nil {
-		return refuse(ResultBadMessage, "not a handoff message: %v", err)
-	}
-	if d.More() {
-		return refuse(ResultBadMessage, "data after the JSON message")
-	}
-	switch {
-	case m.V != controller.HandoffVersion:
-		return refuse(ResultBadMessage, "version %d: this gateway speaks version %d", m.V, controller.HandoffVersion)
-	case m.User.Name == "":
-		return refuse(ResultBadMessage, "no user name: the gateway acts as the caller upstream")
-	}
-	if err := m.Target.Validate(); err != nil {
-		return refuse(ResultBadMessage, "%v", err)
-	}
-	if len(m.Data) >= 3 && m.Data[0] == 0x16 && m.Data[1] == 0x03 {
-		return refuse(ResultTLS, "the bytes already read start a TLS handshake: TLS state cannot move between processes; end TLS in front of the controller, or use tickets")
+	if _, reason, err := controller.ParseHandoffMessage(msg); err != nil {
+		return refuse(reason, "%v", err)
 	}
 	typ, err := syscall.GetsockoptInt(fds[0], syscall.SOL_SOCKET, syscall.SO_TYPE)
 	if err != nil || typ != syscall.SOCK_STREAM {
