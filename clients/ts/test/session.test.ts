@@ -267,3 +267,47 @@ test("DATA after FIN is a stream error STREAM_CLOSED, the session goes on", asyn
   p.send(f(FrameType.PING, 0, 0, 77));
   assert.equal((await p.until((fr) => fr.type === FrameType.PING)).arg, 77);
 });
+
+test("GOAWAY: streams above its last-stream-id end with REFUSED_STREAM, those below go on", async () => {
+  const p = rawPeer(true);
+  p.send(settings());
+  const a = await p.s.open();
+  const b = await p.s.open();
+  await p.until((fr) => fr.type === FrameType.HEADERS && fr.streamId === b.id);
+  p.send(f(FrameType.GOAWAY, 0, a.id, ErrorCode.NO_ERROR));
+  await assert.rejects(b.closed, (e: StreamResetError) => e.code === ErrorCode.REFUSED_STREAM && e.remote);
+  // a goes on: its bytes still flow.
+  const w = a.writable.getWriter();
+  await w.write("still open");
+  const d = await p.until((fr) => fr.type === FrameType.DATA && fr.streamId === a.id);
+  assert.equal(Buffer.from(d.payload).toString(), "still open");
+  await assert.rejects(p.s.open(), (e: SessionError) => e.code === ErrorCode.REFUSED_STREAM);
+});
+
+test("a stream the peer resets before it is accepted never reaches the application; its slot comes back", async () => {
+  const p = rawPeer(true, { initialMaxStreams: 1 });
+  p.send(settings(), f(FrameType.HEADERS, Flag.SYN, 2, 0), f(FrameType.RST_STREAM, 0, 2, ErrorCode.CANCEL));
+  const ms = await p.until((fr) => fr.type === FrameType.MAX_STREAMS);
+  assert.equal(ms.arg, 2);
+  p.send(f(FrameType.HEADERS, Flag.SYN, 4, 0, encodeHeaderBlock([["n", "second"]])));
+  const st = await p.s.accept();
+  assert.equal(st.id, 4);
+  assert.equal(st.header("n"), "second");
+});
+
+test("frames on closed streams are ignored, the session goes on", async () => {
+  const p = rawPeer(true);
+  p.send(settings(), f(FrameType.HEADERS, Flag.SYN | Flag.FIN, 2, 0));
+  const st = await p.s.accept();
+  await st.writable.close();
+  await st.closed;
+  p.send(
+    f(FrameType.STOP_SENDING, 0, 2, ErrorCode.CANCEL),
+    f(FrameType.WINDOW_UPDATE, 0, 2, 100),
+    f(FrameType.RST_STREAM, 0, 2, ErrorCode.CANCEL),
+    f(FrameType.DATA, 0, 2, 0, new Uint8Array(100)),
+    f(FrameType.PING, 0, 0, 5),
+  );
+  assert.equal((await p.until((fr) => fr.type === FrameType.PING)).arg, 5);
+  assert.equal(p.s.error, null);
+});
