@@ -400,6 +400,7 @@ export class Session implements StreamHost {
     if (this.state === "ended") return;
     if (this.maxStreamsDirty && !this.goAwaySent) this.ctrl.push(frameBytes(FrameType.MAX_STREAMS, 0, 0, this.peerCredit));
     this.maxStreamsDirty = false;
+    if (this.ctrl.length === 0 && this.ordered.length === 0) return;
     const parts = this.ctrl.length ? this.ctrl.concat(this.ordered) : this.ordered;
     this.ctrl = [];
     this.ordered = [];
