@@ -23,12 +23,23 @@ const (
 	numTypes = 9
 )
 
+// Extension frame types: valid only on a session that negotiated their
+// extension (Limits), else unknown types like any other.
+const (
+	// TypeReceived acknowledges the bytes received (docs/spec/wsmux-resume-v1.md):
+	// stream 0, no flags, no payload, Arg the received count mod 2^32.
+	TypeReceived Type = 0x9
+)
+
 var typeNames = [numTypes]string{"DATA", "HEADERS", "WINDOW_UPDATE", "RST_STREAM", "STOP_SENDING", "PING", "GOAWAY", "SETTINGS", "MAX_STREAMS"}
 
 // String returns the type's protocol name.
 func (t Type) String() string {
 	if t < numTypes {
 		return typeNames[t]
+	}
+	if t == TypeReceived {
+		return "RECEIVED"
 	}
 	return "UNKNOWN"
 }
@@ -90,6 +101,9 @@ func (h Header) Code() ErrorCode { return ErrorCode(h.Arg) }
 type Limits struct {
 	MaxDataPayload int         // largest DATA payload (16 KiB default)
 	Block          BlockLimits // header block bounds of HEADERS frames
+	// Resume: the session negotiated resumption, so RECEIVED frames are
+	// valid (docs/spec/wsmux-resume-v1.md).
+	Resume bool
 }
 
 // DefaultLimits returns the protocol defaults.
@@ -206,6 +220,22 @@ func (h *Header) check() error {
 	return nil
 }
 
+// checkReceived applies the header rules of RECEIVED, in the order of
+// section 3.2: flags, reserved bit, stream id 0, no payload.
+func (h *Header) checkReceived() error {
+	switch {
+	case h.Flags != 0:
+		return ErrUnknownFlags
+	case h.StreamID > MaxStreamID:
+		return ErrReservedBit
+	case h.StreamID != 0:
+		return ErrNeedSession
+	case h.Length != 0:
+		return ErrPayloadNotAllowed
+	}
+	return nil
+}
+
 // Parse decodes and validates the frame at the start of b and returns it
 // with the number of bytes it took. The payload is checked against lim and,
 // by type, for UTF-8 text, SETTINGS entries and header block syntax; it
@@ -215,7 +245,11 @@ func Parse(b []byte, lim *Limits) (f Frame, n int, err error) {
 		return Frame{}, 0, ErrShortHeader
 	}
 	f.Header.decode(b)
-	if err := f.Header.check(); err != nil {
+	if f.Type == TypeReceived && lim.Resume {
+		if err := f.Header.checkReceived(); err != nil {
+			return Frame{}, 0, err
+		}
+	} else if err := f.Header.check(); err != nil {
 		return Frame{}, 0, err
 	}
 	n = HeaderSize + int(f.Length)
@@ -407,6 +441,12 @@ func AppendGoAway(dst []byte, lastStreamID uint32, code ErrorCode, debug string)
 		return dst, err
 	}
 	return append(AppendHeader(dst, h), debug...), nil
+}
+
+// AppendReceived appends a RECEIVED frame acknowledging count received
+// bytes (mod 2^32). Only for sessions that negotiated resumption.
+func AppendReceived(dst []byte, count uint32) []byte {
+	return AppendHeader(dst, Header{Type: TypeReceived, Arg: count})
 }
 
 // AppendMaxStreams appends a MAX_STREAMS granting a cumulative credit of

@@ -278,7 +278,8 @@ func TestTypeString(t *testing.T) {
 	for i, w := range want {
 		require.Equal(t, w, frame.Type(i).String())
 	}
-	require.Equal(t, "UNKNOWN", frame.Type(9).String())
+	require.Equal(t, "RECEIVED", frame.Type(9).String()) // the resumption extension's type
+	require.Equal(t, "UNKNOWN", frame.Type(10).String())
 	require.Equal(t, "UNKNOWN", frame.Type(0xff).String())
 }
 

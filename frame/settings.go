@@ -18,6 +18,12 @@ const (
 	SettingFeatures             SettingID = 0x8 // bitmap of optional features; unknown bits are ignored
 )
 
+// Bits of SettingFeatures.
+const (
+	// FeatureResume: session resumption (docs/spec/wsmux-resume-v1.md).
+	FeatureResume uint32 = 0x1
+)
+
 // Setting is one SETTINGS entry.
 type Setting struct {
 	ID    SettingID
