@@ -54,6 +54,7 @@ const (
 	evReadBudget  = 256 << 10
 	evWriteBudget = 4 // batches
 	evReadBuffer  = 64 << 10
+	evDirectRead  = 16 << 10 // payload left at which reads go straight into the message buffer
 )
 
 // evTick and evSlots shape the timer wheel: timers fire up to evTick late.
@@ -257,13 +258,27 @@ func (c *evConn) read() uint32 {
 		if total >= evReadBudget {
 			return evRead
 		}
-		n, err := c.reg.Read(buf)
-		total += n
-		if n > 0 {
-			c.consume(buf[:n])
+		var n int
+		var err error
+		if dst := c.parser.PayloadBuffer(); len(dst) >= evDirectRead {
+			// The rest of a large payload: straight into the message
+			// buffer, no copy through buf.
+			n, err = c.reg.Read(dst)
+			if n > 0 {
+				c.parser.PayloadRead(n)
+				c.consume(nil)
+			}
+		} else {
+			n, err = c.reg.Read(buf)
+			if n > 0 {
+				c.consume(buf[:n])
+			}
 		}
+		total += n
 		if err != nil {
-			if !errors.Is(err, netpoll.ErrWouldBlock) && !c.readDone {
+			if errors.Is(err, netpoll.ErrWouldBlock) {
+				c.parser.Idle() // drained: no message buffer between bursts
+			} else if !c.readDone {
 				c.readEnd(err)
 			}
 			break
@@ -276,7 +291,7 @@ func (c *evConn) read() uint32 {
 func (c *evConn) consume(b []byte) {
 	s := c.s
 	locked := false
-	for len(b) > 0 && !c.readDone {
+	for (len(b) > 0 || c.parser.FrameDone()) && !c.readDone {
 		n, k, payload, err := c.parser.Next(b)
 		b = b[n:]
 		switch k {

@@ -318,15 +318,57 @@ func (p *Parser) appendMessage(b []byte) {
 }
 
 // Done tells the parser the message the last Next returned has been
-// used: a buffer it was assembled in goes back to the pool, so a
-// connection between messages holds none. (Next does it too.)
+// used (Next does it too). The buffer it was assembled in is kept for the
+// next message until Idle: a busy connection does not regrow it.
 func (p *Parser) Done() {
 	if p.complete {
 		p.complete = false
-		putBuffer(p.msg)
-		p.msg, p.n = nil, 0
+		p.n = 0
 	}
 }
+
+// Idle gives the message buffer back to the pool unless a message is
+// partly received: call it when the connection has no more bytes for now,
+// so that a connection between bursts holds none.
+func (p *Parser) Idle() {
+	p.Done()
+	if p.n == 0 && !p.in && p.msg != nil {
+		putBuffer(p.msg)
+		p.msg = nil
+	}
+}
+
+// PayloadBuffer returns where the next payload bytes of the data frame
+// being received go, so that a reader can read them from the socket
+// straight into the message buffer (then PayloadRead); it is empty when
+// no data frame's payload is due. It grows the buffer as Next does: at
+// most growAhead beyond what was received.
+func (p *Parser) PayloadBuffer() []byte {
+	if p.err != nil || !p.in || p.left == 0 || p.h.OpCode.IsControl() {
+		return nil
+	}
+	if p.msg == nil || p.n == cap(*p.msg) {
+		p.grow(p.n + min(int(p.left), growAhead))
+	}
+	end := min(cap(*p.msg), p.n+int(min(p.left, int64(cap(*p.msg)-p.n))))
+	return (*p.msg)[p.n:end]
+}
+
+// PayloadRead accounts n bytes read into PayloadBuffer's slice; the next
+// Next (with any bytes, or none) returns the message once it is whole.
+func (p *Parser) PayloadRead(n int) {
+	chunk := (*p.msg)[p.n : p.n+n]
+	if p.h.Masked {
+		ws.Cipher(chunk, p.h.Mask, p.moff)
+	}
+	p.moff += n
+	p.left -= int64(n)
+	p.n += n
+}
+
+// FrameDone reports whether the frame being received has all its bytes
+// (after PayloadRead): a call of Next completes it.
+func (p *Parser) FrameDone() bool { return p.in && p.left == 0 }
 
 // control handles a whole control frame's payload.
 func (p *Parser) control(op ws.OpCode, payload []byte) (Kind, []byte, error) {

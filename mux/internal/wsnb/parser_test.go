@@ -174,6 +174,8 @@ func TestParserBuffers(t *testing.T) {
 	require.Equal(t, Message, k)
 	require.False(t, p.Partial())
 	p.Done()
+	require.NotZero(t, p.Holding(), "kept for the next message")
+	p.Idle()
 	require.Zero(t, p.Holding())
 }
 
@@ -193,4 +195,37 @@ func TestFrameRoundTrip(t *testing.T) {
 			require.Equal(t, string(payload), got[0].p)
 		}
 	}
+}
+
+// Payload read straight into the message buffer (PayloadBuffer,
+// PayloadRead) gives the same messages as bytes through Next.
+func TestParserDirectPayload(t *testing.T) {
+	payload := make([]byte, 300000)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	in := frames(t, true, frag(ws.OpBinary, false, string(payload[:100000])), frag(ws.OpPing, true, "p"),
+		frag(ws.OpContinuation, true, string(payload[100000:])), frag(ws.OpBinary, true, "tail"))
+	p := NewParser(false, 1<<20)
+	var got []result
+	for off := 0; off < len(in); {
+		if dst := p.PayloadBuffer(); len(dst) > 0 {
+			n := copy(dst, in[off:min(off+5000, len(in))])
+			p.PayloadRead(n)
+			off += n
+			if !p.FrameDone() {
+				continue
+			}
+		}
+		chunk := append([]byte(nil), in[off:min(off+100, len(in))]...)
+		n, k, pl, err := p.Next(chunk)
+		require.NoError(t, err)
+		off += n
+		if k != More {
+			got = append(got, result{k: k, p: string(pl)})
+		}
+	}
+	require.Equal(t, []result{{k: Ping, p: "p"}, {k: Message, p: string(payload)}, {k: Message, p: "tail"}}, got)
+	p.Idle()
+	require.Zero(t, p.Holding())
 }
