@@ -117,8 +117,18 @@ async function main() {
       await page.setViewport({ width: 700, height: 420 });
       await page.waitForFunction((r: number) => (globalThis as unknown as UI).wsmuxUI.term.rows !== r, { polling: 50, timeout: 10000 }, before[0]);
       const after = await page.evaluate(() => [(globalThis as unknown as UI).wsmuxUI.term.rows, (globalThis as unknown as UI).wsmuxUI.term.cols]);
-      await run(page, "stty size");
-      await waitLine(page, new RegExp(`^${after[0]} ${after[1]}$`), "stty size after the resize");
+      // The size travels on the resize stream, the command on stdin: two streams, so
+      // a command typed at once may still run at the old size. Ask again until it shows.
+      const want = new RegExp(`^${after[0]} ${after[1]}$`);
+      for (let i = 0; ; i++) {
+        await run(page, "stty size");
+        try {
+          await waitLine(page, want, "stty size after the resize", 1000);
+          break;
+        } catch (e) {
+          if (i === 20) throw e;
+        }
+      }
       return `stty size ${before[0]} ${before[1]} -> ${after[0]} ${after[1]}`;
     });
 
