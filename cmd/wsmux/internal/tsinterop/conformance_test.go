@@ -3,8 +3,10 @@ package tsinterop_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +52,46 @@ func TestConformanceTSClient(t *testing.T) {
 	}
 	// Every check that can run against a client without --slow: the Go client passes 70.
 	if sum.Pass < 70 {
+		t.Errorf("%d checks passed, want at least 70:\n%s", sum.Pass, report.String())
+	}
+}
+
+// TestConformanceTSServer runs `wsmux conformance --server --echo` against
+// the TS Session in the server role (over the ws package in Node): every
+// check must pass, the handshake refusal included.
+func TestConformanceTSServer(t *testing.T) {
+	node, script := tsinterop.NeedCompiled(t, "conformance-server")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var ready struct {
+		Port int `json:"port"`
+	}
+	if err := json.NewDecoder(stdout).Decode(&ready); err != nil || ready.Port == 0 {
+		t.Fatalf("the TS server did not start: %v\n%s", err, stderr.String())
+	}
+	var report strings.Builder
+	sum, err := wireconf.Run(ctx, wireconf.Options{URL: "ws://127.0.0.1:" + strconv.Itoa(ready.Port) + "/", Echo: true, Out: &report})
+	if err != nil {
+		t.Fatalf("run: %v\n%s\nnode stderr: %s", err, report.String(), stderr.String())
+	}
+	t.Logf("conformance --server against the TS server: %d passed, %d failed, %d skipped", sum.Pass, sum.Fail, sum.Skip)
+	for _, r := range sum.Results {
+		if r.Status == "FAIL" {
+			t.Errorf("FAIL %s %s: %s", r.Section, r.Name, r.Detail)
+		}
+	}
+	if sum.Fail > 0 || sum.Pass < 70 {
 		t.Errorf("%d checks passed, want at least 70:\n%s", sum.Pass, report.String())
 	}
 }
