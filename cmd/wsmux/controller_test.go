@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -158,7 +159,26 @@ func TestPythonControllerHandoff(t *testing.T) {
 	if !strings.Contains(out.String(), "controller: handed off alice's exec of default/web-0") {
 		t.Errorf("controller output:\n%s", out.String())
 	}
-	e.metrics(t, `wsmux_handoffs_total{result="accepted"} 2`, `wsmux_sessions_total{protocol="wsmux"} 2`)
+
+	// wsmux port-forward through the controller: its session (and the
+	// credential check before it) handed off, the bytes echoed.
+	local := freeAddr(t)
+	_, port, _ := net.SplitHostPort(local)
+	stopPF := background(t, "port-forward", "--server", ctl, "--token-file", alice, "web-0", port+":8080")
+	data := make([]byte, 1<<20)
+	rand.Read(data)
+	c := testnet.Dial(t, local)
+	go func() { c.Write(data); c.(*net.TCPConn).CloseWrite() }()
+	got, err := io.ReadAll(c)
+	c.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Errorf("port-forward echo: %d of %d bytes, %v", len(got), len(data), err)
+	}
+	stopPF()
+	if !strings.Contains(out.String(), "controller: handed off alice's portforward of default/web-0") {
+		t.Errorf("controller output:\n%s", out.String())
+	}
+	e.metrics(t, `wsmux_upgrades_total{kind="exec",protocol="wsmux"} 2`, `wsmux_upgrades_total{kind="portforward",protocol="wsmux"}`)
 }
 
 // TestPythonControllerDisallowedUID: a gateway that allows another uid

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"testing"
@@ -493,7 +494,9 @@ func TestHandoff500(t *testing.T) {
 	fd1, g1 := settle()
 	t.Logf("after 25 handoffs: %d descriptors, %d goroutines; after 500 more: %d, %d", fd0, g0, fd1, g1)
 	if fd1 > fd0+8 || g1 > g0+16 {
-		t.Errorf("500 handoffs: descriptors %d -> %d, goroutines %d -> %d: something leaks", fd0, fd1, g0, g1)
+		var b strings.Builder
+		pprof.Lookup("goroutine").WriteTo(&b, 1)
+		t.Errorf("500 handoffs: descriptors %d -> %d, goroutines %d -> %d: something leaks; goroutines:\n%s", fd0, fd1, g0, g1, b.String())
 	}
 	e.metric(t, `wsmux_handoffs_total{result="accepted"} 315`, `wsmux_handoffs_total{result="bad_message"} 105`,
 		`wsmux_handoffs_total{result="extra_descriptors"} 105`)
