@@ -70,15 +70,24 @@ type Registration struct {
 	h   Handler
 	fd  int32
 	gen uint32
-
-	// Arguments and results of the raw read and write callbacks, bound
-	// once at Add so that a read or write allocates nothing.
-	rb, wb     []byte
-	rn, wn     int
-	rerr, werr error
-	readFn     func(uintptr) bool
-	writeFn    func(uintptr) bool
 }
+
+// rawIO carries a read's or write's arguments and results through the
+// RawConn callback. Pooled, with the callbacks bound once, so that a read
+// or write allocates nothing and an idle registration holds none.
+type rawIO struct {
+	b     []byte
+	n     int
+	err   error
+	read  func(uintptr) bool
+	write func(uintptr) bool
+}
+
+var rawIOs = sync.Pool{New: func() any {
+	x := new(rawIO)
+	x.read, x.write = x.doRead, x.doWrite
+	return x
+}}
 
 // Add registers conn (see Supported) with r: h is called whenever the
 // socket becomes readable, writable or fails. Events are edge-triggered:
@@ -98,7 +107,6 @@ func (p *Poller) Add(r *Registration, conn net.Conn, h Handler) error {
 		return err
 	}
 	r.p, r.raw, r.h, r.fd = p, raw, h, fd
-	r.readFn, r.writeFn = r.doRead, r.doWrite
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -146,29 +154,31 @@ func (r *Registration) Remove() {
 // Read reads into b without blocking: ErrWouldBlock when nothing is
 // there, io.EOF at the peer's end of stream.
 func (r *Registration) Read(b []byte) (int, error) {
-	r.rb = b
-	err := r.raw.Read(r.readFn)
-	n, rerr := r.rn, r.rerr
-	r.rb, r.rerr = nil, nil
+	x := rawIOs.Get().(*rawIO)
+	x.b = b
+	err := r.raw.Read(x.read)
+	n, rerr := x.n, x.err
+	x.b, x.err = nil, nil
+	rawIOs.Put(x)
 	if err != nil {
 		return 0, err
 	}
 	return n, rerr
 }
 
-func (r *Registration) doRead(fd uintptr) bool {
-	n, err := unix.Read(int(fd), r.rb)
+func (x *rawIO) doRead(fd uintptr) bool {
+	n, err := unix.Read(int(fd), x.b)
 	switch {
 	case err == unix.EAGAIN:
-		r.rn, r.rerr = 0, ErrWouldBlock
+		x.n, x.err = 0, ErrWouldBlock
 	case err == unix.EINTR:
 		return false
 	case err != nil:
-		r.rn, r.rerr = 0, err
-	case n == 0 && len(r.rb) > 0:
-		r.rn, r.rerr = 0, errEOF
+		x.n, x.err = 0, err
+	case n == 0 && len(x.b) > 0:
+		x.n, x.err = 0, errEOF
 	default:
-		r.rn, r.rerr = n, nil
+		x.n, x.err = n, nil
 	}
 	return true
 }
@@ -176,29 +186,31 @@ func (r *Registration) doRead(fd uintptr) bool {
 // Write writes b without blocking and returns how much the socket took:
 // n < len(b) with ErrWouldBlock when its buffer is full.
 func (r *Registration) Write(b []byte) (int, error) {
-	r.wb = b
-	err := r.raw.Write(r.writeFn)
-	n, werr := r.wn, r.werr
-	r.wb, r.werr = nil, nil
+	x := rawIOs.Get().(*rawIO)
+	x.b = b
+	err := r.raw.Write(x.write)
+	n, werr := x.n, x.err
+	x.b, x.err = nil, nil
+	rawIOs.Put(x)
 	if err != nil {
 		return 0, err
 	}
 	return n, werr
 }
 
-func (r *Registration) doWrite(fd uintptr) bool {
-	n, err := unix.Write(int(fd), r.wb)
+func (x *rawIO) doWrite(fd uintptr) bool {
+	n, err := unix.Write(int(fd), x.b)
 	switch {
 	case err == unix.EAGAIN:
-		r.wn, r.werr = 0, ErrWouldBlock
+		x.n, x.err = 0, ErrWouldBlock
 	case err == unix.EINTR:
 		return false
 	case err != nil:
-		r.wn, r.werr = 0, err
-	case n < len(r.wb):
-		r.wn, r.werr = n, ErrWouldBlock
+		x.n, x.err = 0, err
+	case n < len(x.b):
+		x.n, x.err = n, ErrWouldBlock
 	default:
-		r.wn, r.werr = n, nil
+		x.n, x.err = n, nil
 	}
 	return true
 }
