@@ -195,7 +195,7 @@ func TestPeerViolations(t *testing.T) {
 			})}
 		}, code: frame.EnhanceYourCalm},
 	}
-	for _, transport := range []string{"pipe", "tcp-leader"} {
+	for _, transport := range []string{"pipe", "tcp-leader", "tcp-eventloop"} {
 		for _, tt := range tests {
 			t.Run(transport+"/"+tt.threat+"/"+tt.name, func(t *testing.T) {
 				peerViolation(t, transport, tt.cfg, tt.first, settings, tt.silent, tt.frames, tt.code)
@@ -206,7 +206,8 @@ func TestPeerViolations(t *testing.T) {
 
 // peerViolation runs one row of TestPeerViolations. Over "pipe" the
 // session's reader goroutine meets the violation; over "tcp-leader" a Read
-// of the session's own stream is leading (lead.go) when the peer sends it.
+// of the session's own stream is leading (lead.go) when the peer sends it;
+// over "tcp-eventloop" the event loop's parser and workers meet it.
 func peerViolation(t *testing.T, transport string, cfg *Config, first, settings []byte, silent bool, frames func() [][]byte, code frame.ErrorCode) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	var a, b net.Conn
@@ -215,8 +216,11 @@ func peerViolation(t *testing.T, transport string, cfg *Config, first, settings 
 	} else {
 		a, b = tcpConns(t)
 	}
-	if transport != "pipe" {
+	switch transport {
+	case "tcp-leader":
 		cfg = fastPaths(cfg) // the row is about a leading Read
+	case "tcp-eventloop":
+		cfg = evCfg(cfg)
 	}
 	cs, err := Client(a, cfg)
 	require.NoError(t, err)
@@ -232,7 +236,7 @@ func peerViolation(t *testing.T, transport string, cfg *Config, first, settings 
 		return
 	}
 	readDone := make(chan struct{})
-	if transport != "pipe" && normal {
+	if transport == "tcp-leader" && normal {
 		st, err := cs.OpenEarly(nil)
 		require.NoError(t, err)
 		go func() {
