@@ -325,6 +325,10 @@ func (it *Iterator) Next() bool {
 	return true
 }
 
+// SetLimits changes the limits the frames after the current one are
+// checked against (a SETTINGS frame that negotiated an extension).
+func (it *Iterator) SetLimits(lim Limits) { it.lim = lim }
+
 // Frame returns the frame decoded by the last successful Next.
 func (it *Iterator) Frame() Frame { return it.f }
 

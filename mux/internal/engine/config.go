@@ -30,6 +30,12 @@ type Config struct {
 	// instead of copying them into the batch; the driver writes them
 	// with the batch and then calls ReleaseSpliced.
 	Splice bool
+	// Resume: offer session resumption (docs/spec/wsmux-resume-v1.md):
+	// RESUME in our SETTINGS, sent messages retained until acknowledged,
+	// Suspend and Resume. Turns splicing off (retention copies every
+	// batch). ResumeTimeout bounds a suspension (0: no bound).
+	Resume        bool
+	ResumeTimeout time.Duration
 	// NewStream allocates a stream record, so that a driver can keep it
 	// inside its own stream handle (one allocation per stream). Nil: new.
 	NewStream func() *Stream

@@ -115,6 +115,8 @@ type Engine struct {
 	flushing               bool   // closing: queued DATA still goes out after the GOAWAY
 	prefaceLen             int    // bytes of the preface at the end of the next batch's dst
 	noGoAway               bool   // transport gone: do not try to send GOAWAY
+
+	rs resumeState // resumption (resume.go)
 }
 
 // New returns the engine of a new session at time now: client selects the
@@ -129,9 +131,10 @@ func New(cfg Config, client bool, stats *Counters, now time.Duration) *Engine {
 		stats:   stats,
 		streams: make(map[uint32]*Stream),
 	}
-	if cfg.Splice {
+	if cfg.Splice && !cfg.Resume {
 		e.splice = new(splice)
 	}
+	e.rs.on = cfg.Resume
 	e.lim = frame.Limits{MaxDataPayload: cfg.MaxFramePayload, Block: frame.DefaultBlockLimits()}
 	e.lim.Block.MaxBytes = cfg.MaxHeaderBytes
 	// Until the peer's SETTINGS arrive we assume the protocol defaults.
@@ -178,6 +181,9 @@ func (e *Engine) appendSettings(dst []byte) []byte {
 	_ = s.Set(frame.SettingInitialSessionWindow, uint32(e.cfg.InitialSessionWindow))
 	_ = s.Set(frame.SettingInitialMaxStreams, uint32(e.cfg.MaxStreams))
 	_ = s.Set(frame.SettingMaxMessageSize, uint32(e.cfg.MaxMessageSize))
+	if e.cfg.Resume {
+		_ = s.Set(frame.SettingFeatures, frame.FeatureResume)
+	}
 	if e.cfg.KeepAliveInterval > 0 {
 		_ = s.Set(frame.SettingKeepAliveHintMS, uint32(e.cfg.KeepAliveInterval/time.Millisecond))
 	}

@@ -15,6 +15,9 @@ import (
 // Feed consumes one whole WebSocket message from the peer. It returns the
 // session error when the message (or an earlier one) ended the session.
 func (e *Engine) Feed(msg []byte, now time.Duration) error {
+	if e.rs.suspended {
+		return nil // a message of the lost connection: the peer replays it
+	}
 	if e.err != nil {
 		if e.flushing {
 			e.feedFlushing(msg)
@@ -34,6 +37,9 @@ func (e *Engine) Feed(msg []byte, now time.Duration) error {
 		if e.err != nil {
 			break
 		}
+		if f.Type == frame.TypeSettings && e.lim.Resume {
+			it.SetLimits(e.lim) // RECEIVED may follow in this message
+		}
 	}
 	e.stats.FramesIn.Add(uint64(frames))
 	if err := it.Err(); err != nil {
@@ -42,6 +48,7 @@ func (e *Engine) Feed(msg []byte, now time.Duration) error {
 	if e.err != nil {
 		return e.err
 	}
+	e.countReceived(len(msg))
 	return nil
 }
 
@@ -116,6 +123,8 @@ func (e *Engine) handle(f *frame.Frame, now time.Duration) {
 		e.onGoAway(f)
 	case frame.TypeSettings:
 		e.fail(frame.ProtocolError, errors.New("second SETTINGS frame"))
+	case frame.TypeReceived:
+		e.onReceived(f)
 	case frame.TypeMaxStreams:
 		if f.Arg > e.peerCredit {
 			e.peerCredit = f.Arg
@@ -140,6 +149,8 @@ func (e *Engine) applySettings(p []byte) {
 	if v, ok := s.Get(frame.SettingMaxMessageSize); ok {
 		e.peerMaxMsg = int(v)
 	}
+	v, _ := s.Get(frame.SettingFeatures)
+	e.peerFeatures(v)
 	if v, ok := s.Get(frame.SettingInitialMaxStreams); ok {
 		e.peerCredit = v
 		e.emit(EvCredit)

@@ -121,6 +121,15 @@ func (e *Engine) AppendBatch(dst []byte, now time.Duration) []byte {
 	// this message and counts against the peer's MaxMessageSize.
 	start := max(len(dst)-e.prefaceLen, 0)
 	e.prefaceLen = 0
+	if e.rs.suspended {
+		return dst // no connection: nothing goes out until Resume
+	}
+	if e.rs.replaying() {
+		// A resumed session sends again what the peer did not get,
+		// one retained message per batch, before anything new.
+		e.lastSend = now
+		return e.rs.appendReplay(dst)
+	}
 	limit := start + e.batchLimit()
 	frames := 0
 	for !e.urgent.empty() {
@@ -156,6 +165,9 @@ func (e *Engine) AppendBatch(dst []byte, now time.Duration) []byte {
 	if len(dst) > start {
 		e.lastSend = now
 		e.stats.FramesOut.Add(uint64(frames))
+		if e.rs.on {
+			e.rs.retain(dst[start:])
+		}
 	}
 	e.checkStall(now)
 	return dst
@@ -164,6 +176,9 @@ func (e *Engine) AppendBatch(dst []byte, now time.Duration) []byte {
 // appendCredit lays out the credit queue (WINDOW_UPDATE, MAX_STREAMS,
 // HEADERS ACK) as far as the batch allows.
 func (e *Engine) appendCredit(dst []byte, start, limit, frames int) ([]byte, int) {
+	if len(dst) == start || len(dst)+frame.HeaderSize <= limit {
+		dst = e.appendReceived(dst)
+	}
 	for !e.credit.empty() {
 		ent := e.credit.front()
 		if len(dst) > start && len(dst)+frame.HeaderSize > limit {

@@ -144,7 +144,10 @@ func (e *Engine) Ready() bool { return e.err == nil && e.gotSettings }
 // Pending reports whether AppendBatch has more to lay out, or a stall
 // began (NextTimer changed).
 func (e *Engine) Pending() bool {
-	return e.lists[0].head != nil || e.lists[1].head != nil || !e.urgent.empty() || !e.credit.empty() || e.stalled
+	if e.rs.suspended {
+		return false
+	}
+	return e.rs.replaying() || e.rs.ackDue() || e.lists[0].head != nil || e.lists[1].head != nil || !e.urgent.empty() || !e.credit.empty() || e.stalled
 }
 
 // CloseBy returns the deadline of a closing session's flush (0: none).

@@ -33,6 +33,10 @@ func (e *Engine) sendPing(now time.Duration) {
 
 // Tick runs the timers at now.
 func (e *Engine) Tick(now time.Duration) {
+	if e.rs.suspended {
+		e.resumeTick(now) // the only timer of a suspended session
+		return
+	}
 	if e.err != nil {
 		if e.flushing && e.closeBy > 0 && now >= e.closeBy {
 			e.flushing = false // the peer did not take the rest in time
@@ -92,6 +96,12 @@ func (e *Engine) pingReadyAt(now time.Duration) time.Duration {
 
 // NextTimer returns when Tick must run next (relative to now), or -1.
 func (e *Engine) NextTimer(now time.Duration) time.Duration {
+	if e.rs.suspended {
+		if e.rs.resumeBy == 0 {
+			return -1
+		}
+		return max(e.rs.resumeBy-now, 0)
+	}
 	if e.err != nil {
 		if e.flushing && e.closeBy > 0 {
 			return max(e.closeBy-now, 0)

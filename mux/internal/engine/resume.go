@@ -1,0 +1,315 @@
+package engine
+
+import (
+	"errors"
+	"time"
+
+	"github.com/wsmux/wsmux/frame"
+)
+
+// Session resumption (docs/spec/wsmux-resume-v1.md), off unless
+// Config.Resume is set and the peer's SETTINGS set RESUME too. Each side
+// counts the message bytes it received and acknowledges them (RECEIVED),
+// and keeps every message it sent, byte for byte, until the peer's count
+// covers it. When the connection drops the driver calls Suspend; once it
+// redialled and learned the peer's count it calls Resume, and AppendBatch
+// sends the retained messages from that count on, whole and in order,
+// before anything new. Replaying frames as laid out is what keeps
+// half-closes, resets and credit exact without per-stream bookkeeping.
+
+// ackEvery is how many received bytes may stay unacknowledged before a
+// RECEIVED goes out without waiting for a WINDOW_UPDATE (spec section 3).
+const ackEvery = 64 << 10
+
+// Errors of resumption.
+var (
+	// ErrResumeTimeout ends a suspended session not resumed in time.
+	ErrResumeTimeout = errors.New("wsmux: the session was not resumed within the resume timeout")
+	// ErrResumeCount: a peer's received count that cannot be honoured.
+	ErrResumeCount = errors.New("wsmux: the peer's received count is not one this session can resume from")
+	// ErrNotSuspended: Resume on a session that is not suspended.
+	ErrNotSuspended = errors.New("wsmux: the session is not suspended")
+)
+
+// retainedMsg is a message we sent, at offset off of our sent bytes.
+type retainedMsg struct {
+	off uint64
+	b   []byte
+}
+
+// resumeState is the engine's resumption state.
+type resumeState struct {
+	on       bool // we retain and count: we set RESUME and the peer did not say no
+	inEffect bool // both SETTINGS set RESUME
+
+	recv    uint64 // bytes of the peer's messages received and processed
+	ackSent uint64 // the count the peer knows we received (RECEIVED, handshake)
+	sent    uint64 // bytes of our messages laid out
+	acked   uint64 // the count the peer acknowledged
+
+	msgs     []retainedMsg // retained messages, oldest first, from head
+	head     int
+	retained int // bytes in msgs[head:]
+	free     [][]byte
+
+	suspended   bool
+	suspendedAt time.Duration
+	resumeBy    time.Duration // 0: no resume timeout
+	replayOff   uint64        // next offset to replay while replayOff < replayEnd
+	replayEnd   uint64        // what was sent when the session resumed
+
+	suspends, resumes uint64
+}
+
+// Resumable reports whether resumption is in effect, or may be: we set
+// RESUME and the peer's SETTINGS have not said otherwise yet.
+func (e *Engine) Resumable() bool { return e.rs.on }
+
+// ResumeInEffect reports whether both endpoints' SETTINGS set RESUME.
+func (e *Engine) ResumeInEffect() bool { return e.rs.inEffect }
+
+// Suspended reports whether the session is suspended.
+func (e *Engine) Suspended() bool { return e.rs.suspended }
+
+// ReceivedCount returns the bytes of the peer's messages received and
+// processed: what the client sends in its resume request, and the server
+// in its answer.
+func (e *Engine) ReceivedCount() uint64 { return e.rs.recv }
+
+// RetainedBytes returns the bytes of sent messages kept for replay.
+func (e *Engine) RetainedBytes() int { return e.rs.retained }
+
+// ResumeCounts returns how many times the session was suspended and
+// resumed.
+func (e *Engine) ResumeCounts() (suspends, resumes uint64) { return e.rs.suspends, e.rs.resumes }
+
+// Suspend records that the connection was lost: the session keeps its
+// streams, sends nothing and runs no timer but the resume timeout until
+// Resume. It reports false when the session cannot be suspended (it ended,
+// or resumption is not in effect); the driver then ends it as before.
+func (e *Engine) Suspend(now time.Duration) bool {
+	if !e.rs.on || e.err != nil || e.wsClosedByPeer {
+		return false
+	}
+	if e.rs.suspended {
+		return true
+	}
+	e.rs.suspended = true
+	e.rs.suspendedAt = now
+	e.rs.resumeBy = 0
+	if e.cfg.ResumeTimeout > 0 {
+		e.rs.resumeBy = now + e.cfg.ResumeTimeout
+	}
+	e.rs.suspends++
+	// The answer to our outstanding PING may be lost: forget it, so no
+	// RTT sample spans the suspension (a late answer is then ignored).
+	e.pingOut = false
+	e.partial = false
+	e.wake() // the timers changed
+	return true
+}
+
+// Resume continues a suspended session on a new connection: peerReceived
+// is the peer's received count from the resume handshake. The next
+// batches replay every retained message from that count on, whole and in
+// order, then new frames follow. A count the session cannot honour fails
+// the session with PROTOCOL_ERROR and returns ErrResumeCount.
+func (e *Engine) Resume(peerReceived uint64, now time.Duration) error {
+	if !e.rs.suspended {
+		return ErrNotSuspended
+	}
+	if e.err != nil && !e.flushing {
+		return e.err
+	}
+	if !e.rs.validCount(peerReceived) {
+		e.rs.suspended = false
+		e.noGoAway = true
+		e.fail(frame.ProtocolError, ErrResumeCount)
+		return ErrResumeCount
+	}
+	e.rs.ackTo(peerReceived)
+	e.rs.replayOff, e.rs.replayEnd = peerReceived, e.rs.sent
+	// The handshake told the peer our count.
+	e.rs.ackSent = e.rs.recv
+	e.rs.suspended = false
+	e.rs.resumes++
+	// The session's timers run again as if the suspension had not lasted.
+	d := now - e.rs.suspendedAt
+	e.lastRecv += d
+	e.lastSend += d
+	e.lastActivity += d
+	e.lastPingAt += d
+	e.settingsBy += d
+	e.stallSince += d
+	if e.drainBy > 0 {
+		e.drainBy += d
+	}
+	if e.closeBy > 0 {
+		e.closeBy += d
+	}
+	e.wake()
+	return nil
+}
+
+// validCount reports whether n, a peer's count of our bytes, is one we can
+// resume from: not below what it acknowledged, not above what we sent, and
+// at the start of a retained message (or the end of all).
+func (rs *resumeState) validCount(n uint64) bool {
+	if n < rs.acked || n > rs.sent {
+		return false
+	}
+	if n == rs.sent {
+		return true
+	}
+	for _, m := range rs.msgs[rs.head:] {
+		if m.off == n {
+			return true
+		}
+		if m.off > n {
+			break
+		}
+	}
+	return false
+}
+
+// ackTo drops the retained messages the peer's count n covers.
+func (rs *resumeState) ackTo(n uint64) {
+	rs.acked = n
+	for rs.head < len(rs.msgs) {
+		m := &rs.msgs[rs.head]
+		if m.off+uint64(len(m.b)) > n {
+			break
+		}
+		rs.retained -= len(m.b)
+		if len(rs.free) < 4 {
+			rs.free = append(rs.free, m.b[:0])
+		}
+		*m = retainedMsg{}
+		rs.head++
+	}
+	if rs.head == len(rs.msgs) {
+		rs.msgs, rs.head = rs.msgs[:0], 0
+	} else if rs.head > 64 && rs.head > len(rs.msgs)/2 {
+		k := copy(rs.msgs, rs.msgs[rs.head:])
+		clear(rs.msgs[k:])
+		rs.msgs, rs.head = rs.msgs[:k], 0
+	}
+}
+
+// retain keeps a copy of msg, the message just laid out.
+func (rs *resumeState) retain(msg []byte) {
+	var b []byte
+	for i := len(rs.free) - 1; i >= 0; i-- {
+		if cap(rs.free[i]) >= len(msg) {
+			b = rs.free[i]
+			rs.free[i] = rs.free[len(rs.free)-1]
+			rs.free[len(rs.free)-1] = nil
+			rs.free = rs.free[:len(rs.free)-1]
+			break
+		}
+	}
+	b = append(b[:0], msg...)
+	rs.msgs = append(rs.msgs, retainedMsg{off: rs.sent, b: b})
+	rs.retained += len(msg)
+	rs.sent += uint64(len(msg))
+}
+
+// dropRetention ends retention: the peer does not resume.
+func (rs *resumeState) dropRetention() {
+	rs.on = false
+	clear(rs.msgs)
+	rs.msgs, rs.head, rs.retained, rs.free = nil, 0, 0, nil
+}
+
+// replaying reports whether retained messages wait to be sent again.
+func (rs *resumeState) replaying() bool { return !rs.suspended && rs.replayOff < rs.replayEnd }
+
+// ackDue reports whether a RECEIVED must go out without waiting for a
+// WINDOW_UPDATE.
+func (rs *resumeState) ackDue() bool { return rs.inEffect && rs.recv-rs.ackSent >= ackEvery }
+
+// appendReplay appends the next retained message to replay.
+func (rs *resumeState) appendReplay(dst []byte) []byte {
+	for _, m := range rs.msgs[rs.head:] {
+		if m.off == rs.replayOff {
+			rs.replayOff += uint64(len(m.b))
+			return append(dst, m.b...)
+		}
+	}
+	rs.replayOff = rs.replayEnd // cannot happen: Resume checked the count
+	return dst
+}
+
+// appendReceived lays out RECEIVED ahead of the credit queue when it is
+// due: the batch carries a WINDOW_UPDATE (or other credit), or ackEvery
+// bytes are unacknowledged.
+func (e *Engine) appendReceived(dst []byte) []byte {
+	rs := &e.rs
+	if !rs.inEffect || rs.recv == rs.ackSent || (e.credit.empty() && !rs.ackDue()) {
+		return dst
+	}
+	rs.ackSent = rs.recv
+	e.stats.FramesOut.Add(1)
+	return frame.AppendReceived(dst, uint32(rs.recv))
+}
+
+// onReceived applies the peer's RECEIVED: the retained messages it covers
+// are dropped. One at or below the count already known is ignored: a
+// replay resends the RECEIVED frames of before the drop, and the resume
+// handshake told us a newer count.
+func (e *Engine) onReceived(f *frame.Frame) {
+	rs := &e.rs
+	d := int32(f.Arg - uint32(rs.acked))
+	if d <= 0 {
+		return
+	}
+	n := rs.acked + uint64(d)
+	if n > rs.sent {
+		e.fail(frame.ProtocolError, errors.New("RECEIVED acknowledges bytes never sent"))
+		return
+	}
+	rs.ackTo(n)
+	if rs.head < len(rs.msgs) && rs.msgs[rs.head].off != n {
+		e.fail(frame.ProtocolError, errors.New("RECEIVED count not at a message boundary"))
+	}
+}
+
+// countReceived adds a processed message to the received count.
+func (e *Engine) countReceived(n int) {
+	rs := &e.rs
+	if !rs.on {
+		return
+	}
+	rs.recv += uint64(n)
+	if rs.ackDue() {
+		e.wake()
+	}
+}
+
+// peerFeatures applies the peer's FEATURES setting.
+func (e *Engine) peerFeatures(v uint32) {
+	if !e.rs.on {
+		return
+	}
+	if v&frame.FeatureResume == 0 {
+		e.rs.dropRetention()
+		return
+	}
+	e.rs.inEffect = true
+	e.lim.Resume = true
+}
+
+// resumeTick runs the resume timeout of a suspended session.
+func (e *Engine) resumeTick(now time.Duration) {
+	if e.rs.resumeBy == 0 || now < e.rs.resumeBy {
+		return
+	}
+	e.rs.suspended = false
+	e.noGoAway = true
+	if e.err != nil {
+		e.flushing = false
+		return
+	}
+	e.stats.CountError(frame.KeepaliveTimeout)
+	e.die(&SessionError{Code: frame.KeepaliveTimeout, Err: ErrResumeTimeout}, false, false)
+}
