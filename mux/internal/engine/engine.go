@@ -167,6 +167,13 @@ func New(cfg Config, client bool, stats *Counters, now time.Duration) *Engine {
 // AppendPreface appends our SETTINGS frame, the first frame we send, and
 // queues the first PING (an RTT sample) for the batch that follows.
 func (e *Engine) AppendPreface(dst []byte, now time.Duration) []byte {
+	if e.rs.suspended {
+		// Lost before anything went out: the first batch after Resume
+		// starts with it.
+		e.rs.prefaceOwed = true
+		e.sendPing(now)
+		return dst
+	}
 	dst = e.appendSettings(dst)
 	e.lastSend = now
 	e.sendPing(now)

@@ -57,6 +57,7 @@ type resumeState struct {
 	resumeBy    time.Duration // 0: no resume timeout
 	replayOff   uint64        // next offset to replay while replayOff < replayEnd
 	replayEnd   uint64        // what was sent when the session resumed
+	prefaceOwed bool          // AppendPreface came while suspended
 
 	suspends, resumes uint64
 }

@@ -130,6 +130,12 @@ func (e *Engine) AppendBatch(dst []byte, now time.Duration) []byte {
 		e.lastSend = now
 		return e.rs.appendReplay(dst)
 	}
+	if e.rs.prefaceOwed {
+		e.rs.prefaceOwed = false
+		start = len(dst)
+		dst = e.appendSettings(dst)
+		e.prefaceLen = 0
+	}
 	limit := start + e.batchLimit()
 	frames := 0
 	for !e.urgent.empty() {
