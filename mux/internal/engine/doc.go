@@ -17,6 +17,12 @@
 // the same engine: the plain goroutine driver (one reader, one writer) and
 // its fast paths (leader reads, direct small writes, spliced writes).
 //
+// Session resumption (resume.go, docs/spec/wsmux-resume-v1.md) is off
+// unless Config.Resume is set and the peer agrees: the engine then counts
+// and acknowledges received bytes, retains what it sent until the peer
+// acknowledges it, and offers Suspend and Resume to a driver that lost
+// its connection and got a new one.
+//
 // It must not import net (nor net/http), the mux package or anything that
 // starts goroutines or reads the time of day; it imports frame and flow.
 package engine

@@ -102,6 +102,7 @@ func (e *Engine) Suspend(now time.Duration) bool {
 		e.rs.resumeBy = now + e.cfg.ResumeTimeout
 	}
 	e.rs.suspends++
+	e.stats.Suspends.Add(1)
 	// The answer to our outstanding PING may be lost: forget it, so no
 	// RTT sample spans the suspension (a late answer is then ignored).
 	e.pingOut = false
@@ -134,6 +135,7 @@ func (e *Engine) Resume(peerReceived uint64, now time.Duration) error {
 	e.rs.ackSent = e.rs.recv
 	e.rs.suspended = false
 	e.rs.resumes++
+	e.stats.Resumes.Add(1)
 	// The session's timers run again as if the suspension had not lasted.
 	d := now - e.rs.suspendedAt
 	e.lastRecv += d

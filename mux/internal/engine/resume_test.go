@@ -64,6 +64,9 @@ type pair struct {
 	bound int // largest retained bytes allowed
 	cuts  int
 	peakR int
+	// ending: the test closes a session, so Feed returning its end is
+	// expected.
+	ending bool
 }
 
 func newPair(t *testing.T, seed uint64, cfgA, cfgB Config) *pair {
@@ -114,7 +117,7 @@ func (p *pair) deliver(s *pairSide, n int) bool {
 	for n > 0 && len(*w) > 0 {
 		msg := (*w)[0]
 		*w = (*w)[1:]
-		if err := s.e.Feed(msg, p.now); err != nil {
+		if err := s.e.Feed(msg, p.now); err != nil && !p.ending {
 			p.t.Fatalf("%s: Feed: %v", s.name, err)
 		}
 		p.accept(s)
@@ -528,4 +531,60 @@ func FuzzResumePair(f *testing.F) {
 		p := newPair(t, seed, resumeConfig(), resumeConfig())
 		p.run(int(steps%2000), int(cutEvery), resets)
 	})
+}
+
+// TestResumeCloseWhileSuspended: a graceful Close during a suspension
+// waits for the connection: after Resume the replay goes first, then the
+// queued data with its FIN, then the GOAWAY; the peer reads every byte and
+// the graceful GOAWAY. The counters count the suspension and the resume.
+func TestResumeCloseWhileSuspended(t *testing.T) {
+	p := newPair(t, 11, resumeConfig(), resumeConfig())
+	p.ending = true
+	st := p.a.e.Open(nil, 0)
+	ps := &pairStream{st: st}
+	p.a.streams[st.ID()] = ps
+	p.a.order = append(p.a.order, st.ID())
+	write := func(s string) {
+		n, _, err := p.a.e.Write(st, []byte(s))
+		if err != nil || n != len(s) {
+			t.Fatalf("Write: %d, %v", n, err)
+		}
+		ps.sent = append(ps.sent, s...)
+	}
+	write("before the drop, ")
+	p.pump(p.a)
+	p.pump(p.b)
+	p.deliver(p.b, 10)
+	p.deliver(p.a, 10)
+	write("lost in the drop, ")
+	p.pump(p.a) // laid out, never arrives
+	p.cut()
+	write("written while suspended")
+	p.a.e.CloseWrite(st)
+	p.a.e.Shutdown(p.now)
+	p.now += 5 * time.Second
+	p.a.e.Tick(p.now)
+	p.b.e.Tick(p.now)
+	if b := p.a.e.AppendBatch(nil, p.now); len(b) != 0 {
+		t.Fatal("a suspended session sent its close")
+	}
+	p.resume()
+	for i := 0; i < 10; i++ {
+		p.pump(p.a)
+		p.pump(p.b)
+		p.deliver(p.b, 10)
+		p.deliver(p.a, 10)
+		p.accept(p.b)
+		p.read(p.b)
+	}
+	got := p.b.streams[st.ID()]
+	if got == nil || string(got.recv) != string(ps.sent) || got.readEnd != io.EOF {
+		t.Fatalf("server read %q (%v), want %q and EOF", got.recv, got.readEnd, ps.sent)
+	}
+	if !p.b.e.goawayRecv || p.b.e.peerGoAway == nil || p.b.e.peerGoAway.Code != frame.NoError {
+		t.Fatalf("server: GOAWAY received %v (%v), want the client's graceful GOAWAY", p.b.e.goawayRecv, p.b.e.peerGoAway)
+	}
+	if p.a.e.stats.Suspends.Load() != 1 || p.a.e.stats.Resumes.Load() != 1 {
+		t.Fatalf("counters: %d suspends, %d resumes", p.a.e.stats.Suspends.Load(), p.a.e.stats.Resumes.Load())
+	}
 }

@@ -147,7 +147,7 @@ func (e *Engine) Pending() bool {
 	if e.rs.suspended {
 		return false
 	}
-	return e.rs.replaying() || e.rs.ackDue() || e.lists[0].head != nil || e.lists[1].head != nil || !e.urgent.empty() || !e.credit.empty() || e.stalled
+	return e.rs.replaying() || (e.err == nil && e.rs.ackDue()) || e.lists[0].head != nil || e.lists[1].head != nil || !e.urgent.empty() || !e.credit.empty() || e.stalled
 }
 
 // CloseBy returns the deadline of a closing session's flush (0: none).

@@ -13,6 +13,7 @@ type Counters struct {
 	BytesIn, BytesOut, FramesIn, FramesOut, MessagesIn, MessagesOut atomic.Uint64
 	StreamsOpened, StreamsAccepted, ResetsLocal, ResetsRemote       atomic.Uint64
 	LeaderMessages                                                  atomic.Uint64
+	Suspends, Resumes                                               atomic.Uint64 // resumption: connections lost and resumed
 	errors                                                          [0x16]atomic.Uint64
 	otherErrors                                                     atomic.Uint64
 }
