@@ -81,6 +81,10 @@ func TestSoak200Connections(t *testing.T) {
 	goleak.VerifyNone(t, ignore)
 }
 
+// soakInFlight bounds the bytes a soak connection has written and not yet
+// read back: the echo keeps up, and the drain at the end is short.
+const soakInFlight = 256 << 10
+
 func soakConn(addr string, stopAt time.Time, seed uint64, total *atomic.Int64) error {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -89,26 +93,60 @@ func soakConn(addr string, stopAt time.Time, seed uint64, total *atomic.Int64) e
 	defer c.Close()
 	_ = c.SetDeadline(stopAt.Add(60 * time.Second))
 	sent := sha256.New()
+	var back atomic.Int64              // bytes read back so far
+	progress := make(chan struct{}, 1) // the reader read some
+	readDone := make(chan struct{})
 	werr := make(chan error, 1)
 	go func() {
 		r := rand.New(rand.NewPCG(seed, 42))
-		buf := make([]byte, 64<<10)
+		src := soakData()
+		var out int64
 		for time.Now().Before(stopAt) {
-			n := 1 + r.IntN(len(buf))
-			for i := range buf[:n] {
-				buf[i] = byte(r.Uint32())
+			for out-back.Load() > soakInFlight {
+				select {
+				case <-progress:
+				case <-readDone:
+					werr <- io.ErrUnexpectedEOF
+					return
+				}
 			}
-			sent.Write(buf[:n])
-			if _, err := c.Write(buf[:n]); err != nil {
+			// A random-sized run of the random block at a random offset:
+			// every connection's bytes differ, and making them costs no
+			// CPU (bytes drawn one by one kept 200 goroutines busy enough,
+			// under -race on 2 cores, to starve the tunnel's own for the
+			// whole OpenTimeout).
+			n := 1 + r.IntN(64<<10)
+			off := r.IntN(len(src) - n)
+			buf := src[off : off+n]
+			sent.Write(buf)
+			if _, err := c.Write(buf); err != nil {
 				werr <- err
 				return
 			}
+			out += int64(n)
 			total.Add(int64(n))
 		}
 		werr <- c.(*net.TCPConn).CloseWrite()
 	}()
 	got := sha256.New()
-	_, rerr := io.Copy(got, c)
+	buf := make([]byte, 64<<10)
+	var rerr error
+	for {
+		n, err := c.Read(buf)
+		got.Write(buf[:n])
+		back.Add(int64(n))
+		select {
+		case progress <- struct{}{}:
+		default:
+		}
+		if err != nil {
+			if err != io.EOF {
+				rerr = err
+			}
+			break
+		}
+	}
+	close(readDone)
 	if err := <-werr; err != nil {
 		return err
 	}
@@ -120,6 +158,16 @@ func soakConn(addr string, stopAt time.Time, seed uint64, total *atomic.Int64) e
 	}
 	return nil
 }
+
+// soakData is 1 MiB of random bytes the soak's writers draw runs from.
+var soakData = sync.OnceValue(func() []byte {
+	r := rand.New(rand.NewPCG(7, 42))
+	b := make([]byte, 1<<20)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+})
 
 func fdTargets() []string {
 	ents, _ := os.ReadDir("/proc/self/fd")
