@@ -109,6 +109,17 @@ type Config struct {
 	// default is DriverFastPaths, or what the WSMUX_DRIVER environment
 	// variable names ("fastpaths", "goroutines", "eventloop"), read once.
 	Driver Driver
+	// Resume offers session resumption (docs/spec/wsmux-resume-v1.md):
+	// when both sides set it, a dropped connection suspends the session
+	// instead of ending it, the client redials (Dialer.Dial sessions) and
+	// both replay what the other did not receive. A resumable session
+	// uses the goroutine driver. A server also needs ResumeRegistry.
+	Resume bool
+	// ResumeTimeout bounds a suspension; default 30 s.
+	ResumeTimeout time.Duration
+	// ResumeRegistry is the server's table of resumable sessions (Upgrade
+	// registers them and routes resume requests to them).
+	ResumeRegistry *ResumeRegistry
 }
 
 // Default values of Config (DefaultConfig returns them all).
@@ -210,6 +221,9 @@ func (c *Config) withDefaults() *Config {
 	if n.MaxSessionWindow < n.InitialSessionWindow {
 		n.MaxSessionWindow = n.InitialSessionWindow
 	}
+	if n.Resume && n.ResumeTimeout <= 0 {
+		n.ResumeTimeout = defaultResumeTimeout
+	}
 	return &n
 }
 
@@ -276,5 +290,7 @@ func (c *Config) engineConfig() engine.Config {
 		SessionSendBuffer:    c.SessionSendBuffer,
 		MaxBatch:             c.MaxBatch,
 		Handler:              c.Handler != nil,
+		Resume:               c.Resume,
+		ResumeTimeout:        c.ResumeTimeout,
 	}
 }

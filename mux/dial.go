@@ -1,10 +1,12 @@
 package mux
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/wsmux/wsmux/internal/wshandshake"
@@ -40,12 +42,13 @@ func (d *Dialer) Dial(ctx context.Context, url string) (*Session, error) {
 	if err := d.Config.Validate(); err != nil {
 		return nil, err
 	}
-	conn, br, _, err := wshandshake.Dial(ctx, url, wshandshake.DialOptions{
+	opts := wshandshake.DialOptions{
 		Header:    d.Header,
 		TLSConfig: d.TLSConfig,
 		NetDial:   d.NetDial,
 		Timeout:   d.HandshakeTimeout,
-	})
+	}
+	conn, br, hdr, err := wshandshake.Dial(ctx, url, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -53,6 +56,21 @@ func (d *Dialer) Dial(ctx context.Context, url string) (*Session, error) {
 	if err != nil {
 		_ = conn.Close()
 		return nil, err
+	}
+	if tok := hdr.Get(HeaderResumeToken); s.res != nil && tok != "" {
+		s.mu.Lock()
+		s.res.token = tok
+		s.res.redial = func(ctx context.Context, token string, received uint64) (net.Conn, *bufio.Reader, http.Header, error) {
+			o := opts
+			o.Header = d.Header.Clone()
+			if o.Header == nil {
+				o.Header = http.Header{}
+			}
+			o.Header.Set(HeaderResumeToken, token)
+			o.Header.Set(HeaderResumeReceived, strconv.FormatUint(received, 10))
+			return wshandshake.Dial(ctx, url, o)
+		}
+		s.unlock()
 	}
 	return s, nil
 }
@@ -78,14 +96,41 @@ func Upgrade(w http.ResponseWriter, r *http.Request, cfg *Config) (*Session, err
 	if len(w.Header()) > 0 {
 		respHeader = w.Header().Clone()
 	}
+	var reg *ResumeRegistry
+	var tok string
+	if cfg != nil && cfg.Resume && cfg.ResumeRegistry != nil {
+		reg = cfg.ResumeRegistry
+		if t := r.Header.Get(HeaderResumeToken); t != "" {
+			return nil, reg.resume(w, r, t)
+		}
+		tok, _ = newToken()
+		if respHeader == nil {
+			respHeader = http.Header{}
+		}
+		respHeader.Set(HeaderResumeToken, tok)
+		// Known before the 101 goes out; resumable once the session is set.
+		reg.add(tok, nil, reg.identity(r))
+	}
 	conn, br, err := wshandshake.Upgrade(w, r, respHeader)
 	if err != nil {
+		if reg != nil {
+			reg.set(tok, nil)
+		}
 		return nil, err
 	}
 	s, err := NewSession(conn, br, false, cfg)
 	if err != nil {
 		_ = conn.Close()
+		if reg != nil {
+			reg.set(tok, nil)
+		}
 		return nil, err
+	}
+	if reg != nil {
+		s.mu.Lock()
+		s.res.reg = reg
+		s.unlock()
+		reg.set(tok, s)
 	}
 	return s, nil
 }

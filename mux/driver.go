@@ -121,6 +121,10 @@ func (s *Session) readLoop() {
 		msg, err := s.wsc.ReadMessage()
 		s.mu.Lock()
 		if err != nil {
+			if !isPeerEnd(err) && s.lost(s.now()) {
+				s.unlock() // suspended: the next connection gets a new reader
+				return
+			}
 			s.readFailed(err)
 			s.unlock()
 			return
@@ -170,7 +174,7 @@ func (s *Session) writeLoop() {
 			writeFailed = true
 			break
 		}
-		if s.wsc.ControlPending() {
+		if s.wsc.ControlPending() && !s.suspended() {
 			// A pong or close reply goes out even when no batch was
 			// written for long: the deadline of the last one has passed.
 			if t := time.Now(); s.wdl.Sub(t) < s.cfg.WriteTimeout*3/4 {
@@ -180,6 +184,10 @@ func (s *Session) writeLoop() {
 		}
 		if err := s.wsc.FlushControl(); err != nil {
 			s.mu.Lock()
+			if s.lost(s.now()) {
+				s.unlock()
+				continue
+			}
 			e.WriteFailed(frame.InternalError, err)
 			s.unlock()
 			writeFailed = true
@@ -212,7 +220,9 @@ func (s *Session) writeLoop() {
 			err := s.writeBatch(b, dead, closeBy)
 			*bp = b[:0] // kept for the next batch while busy
 			if err != nil {
-				s.writeError(err)
+				if s.writeError(err) {
+					continue // suspended
+				}
 				writeFailed = true
 				break
 			}
@@ -282,8 +292,16 @@ func (s *Session) writeBatch(b []byte, dead bool, closeBy time.Duration) error {
 }
 
 // writeError ends the session after a failed write (writer goroutine,
-// sendMu held).
-func (s *Session) writeError(err error) {
+// sendMu held), or suspends it (true) when it may resume.
+func (s *Session) writeError(err error) bool {
+	if s.res != nil {
+		s.mu.Lock()
+		ok := s.lost(s.now())
+		s.unlock()
+		if ok {
+			return true
+		}
+	}
 	if errors.Is(err, wsio.ErrCloseSent) {
 		// The reader got the peer's close and FlushControl answered it:
 		// the reader's account of the end wins.
@@ -296,6 +314,7 @@ func (s *Session) writeError(err error) {
 	s.mu.Lock()
 	s.e.WriteFailed(code, err)
 	s.unlock()
+	return false
 }
 
 // directWriteMax is the largest Write that may send its own batch instead
@@ -396,6 +415,9 @@ func (s *Session) finish(writeFailed bool) {
 	}
 	_ = s.conn.Close()
 	<-s.readerDone
+	if s.res != nil && s.res.reg != nil {
+		s.res.reg.forget(s)
+	}
 	close(s.done)
 }
 

@@ -72,6 +72,9 @@ type Session struct {
 
 	ev *evConn // the event loop's state (DriverEventLoop); nil with the other drivers
 
+	client bool
+	res    *resumer // resumption (resume.go); nil when off
+
 	wakeCh     chan struct{}
 	readerDone chan struct{}
 	writerDone chan struct{}
@@ -104,7 +107,15 @@ func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Ses
 	s.creditCh = make(chan struct{}, 1)
 	s.deadCh = make(chan struct{})
 	s.goawayCh = make(chan struct{})
+	s.client = client
 	drv := cfg.Driver.resolve()
+	if cfg.Resume {
+		// The connection changes on resume: the goroutine driver, over a
+		// connection whose deadlines and Close follow the one in use.
+		drv = DriverGoroutines
+		s.res = &resumer{sc: &swapConn{c: conn}}
+		s.conn = s.res.sc
+	}
 	evloop := drv == DriverEventLoop && eventLoopFits(conn)
 	fast := drv == DriverFastPaths || drv == DriverEventLoop && !evloop
 	ecfg := cfg.engineConfig()
@@ -331,6 +342,9 @@ func (s *Session) GoAway(code frame.ErrorCode) error {
 func (s *Session) Close() error {
 	s.mu.Lock()
 	s.e.Shutdown(s.now())
+	if s.res != nil {
+		s.e.AbandonResume(ErrSessionClosed) // no connection to close on
+	}
 	s.reclaim()
 	s.unlock()
 	s.closeOnce.Do(func() {
@@ -401,6 +415,9 @@ type Stats struct {
 	// connection itself instead of the reader goroutine (leader reads:
 	// no goroutine handoff between the socket and the application).
 	LeaderMessages uint64
+	// Suspends and Resumes count the connections a resumable session
+	// lost and the times it resumed on a new one (Config.Resume).
+	Suspends, Resumes uint64
 	// Errors counts session and stream errors by code (those we detected
 	// and those the peer reported).
 	Errors map[frame.ErrorCode]uint64
@@ -416,7 +433,8 @@ func (s *Session) Stats() Stats {
 		StreamsOpened: sc.StreamsOpened.Load(), StreamsAccepted: sc.StreamsAccepted.Load(),
 		ResetsLocal: sc.ResetsLocal.Load(), ResetsRemote: sc.ResetsRemote.Load(),
 		LeaderMessages: sc.LeaderMessages.Load(),
-		Errors:         sc.Errors(),
+		Suspends:       sc.Suspends.Load(), Resumes: sc.Resumes.Load(),
+		Errors: sc.Errors(),
 	}
 }
 

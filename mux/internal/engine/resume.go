@@ -316,3 +316,23 @@ func (e *Engine) resumeTick(now time.Duration) {
 	e.stats.CountError(frame.KeepaliveTimeout)
 	e.die(&SessionError{Code: frame.KeepaliveTimeout, Err: ErrResumeTimeout}, false, false)
 }
+
+// ValidResumeCount reports whether the peer's received count n is one the
+// session can resume from (a server checks it before answering 101).
+func (e *Engine) ValidResumeCount(n uint64) bool { return e.rs.validCount(n) }
+
+// AbandonResume ends a suspended session that cannot resume (the server
+// does not know it any more, or refused the caller): as a lost connection
+// ends it without resumption, nothing sent.
+func (e *Engine) AbandonResume(err error) {
+	if !e.rs.suspended {
+		return
+	}
+	e.rs.suspended = false
+	e.noGoAway = true
+	if e.err != nil {
+		e.flushing = false
+		return
+	}
+	e.die(&SessionError{Code: frame.InternalError, Remote: true, Err: err}, false, false)
+}

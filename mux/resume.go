@@ -1,0 +1,372 @@
+package mux
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/wsmux/wsmux/internal/wshandshake"
+	"github.com/wsmux/wsmux/mux/internal/wsio"
+)
+
+// Session resumption (docs/spec/wsmux-resume-v1.md) over the goroutine
+// driver: when the connection drops, the session is suspended (the
+// engine keeps every stream), the client redials with its token and its
+// received count, the server's ResumeRegistry hands the new connection to
+// the suspended session, and both replay what the other did not get.
+
+// Headers of the resume handshake.
+const (
+	HeaderResumeToken    = "Wsmux-Resume-Token"
+	HeaderResumeReceived = "Wsmux-Resume-Received"
+	headerResume         = "Wsmux-Resume"
+)
+
+// ErrResumed is what Upgrade returns when the request resumed an existing
+// session: there is no new session to serve.
+var ErrResumed = errors.New("mux: the request resumed an existing session")
+
+const defaultResumeTimeout = 30 * time.Second
+
+// swapConn is the session's connection when it may resume: deadlines,
+// addresses and Close go to the connection in use, which attach replaces.
+type swapConn struct {
+	mu     sync.Mutex
+	c      net.Conn
+	closed bool
+}
+
+func (w *swapConn) cur() net.Conn {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.c
+}
+
+func (w *swapConn) Read(p []byte) (int, error)         { return w.cur().Read(p) }
+func (w *swapConn) Write(p []byte) (int, error)        { return w.cur().Write(p) }
+func (w *swapConn) LocalAddr() net.Addr                { return w.cur().LocalAddr() }
+func (w *swapConn) RemoteAddr() net.Addr               { return w.cur().RemoteAddr() }
+func (w *swapConn) SetDeadline(t time.Time) error      { return w.cur().SetDeadline(t) }
+func (w *swapConn) SetReadDeadline(t time.Time) error  { return w.cur().SetReadDeadline(t) }
+func (w *swapConn) SetWriteDeadline(t time.Time) error { return w.cur().SetWriteDeadline(t) }
+
+// Close closes the connection in use and refuses any later one.
+func (w *swapConn) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	return w.c.Close()
+}
+
+// drop closes the connection in use (it was lost) without closing w.
+func (w *swapConn) drop() { _ = w.cur().Close() }
+
+// set installs c; false when w was closed meanwhile.
+func (w *swapConn) set(c net.Conn) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return false
+	}
+	w.c = c
+	return true
+}
+
+// resumer is a resumable session's state beside the engine's.
+type resumer struct {
+	sc     *swapConn
+	redial func(ctx context.Context, token string, received uint64) (net.Conn, *bufio.Reader, http.Header, error) // client
+	token  string                                                                                                 // client: the token to present next
+	reg    *ResumeRegistry
+	busy   bool // s.mu: a redial or an attach is under way
+}
+
+// lost is called by the reader or the writer when the connection failed
+// (s.mu held): it suspends the session if it can and reports whether it
+// did. The client starts redialling.
+func (s *Session) lost(now time.Duration) bool {
+	r := s.res
+	if r == nil || (r.redial == nil && r.reg == nil) || !s.e.Suspend(now) {
+		return false
+	}
+	r.sc.drop()
+	if r.redial != nil && !r.busy {
+		r.busy = true
+		go s.redialLoop()
+	}
+	return true
+}
+
+// redialLoop redials until the session resumes, the server refuses, or the
+// resume timeout passes (the engine then ends the session).
+func (s *Session) redialLoop() {
+	r := s.res
+	<-s.readerDone // the old reader is gone: the received count is final
+	backoff := 50 * time.Millisecond
+	for {
+		s.mu.Lock()
+		if !s.e.Suspended() {
+			r.busy = false
+			s.unlock()
+			return
+		}
+		recv := s.e.ReceivedCount()
+		tok := r.token
+		s.unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ResumeTimeout)
+		stop := make(chan struct{})
+		go func() { // the session's end stops a dial in progress
+			select {
+			case <-s.deadCh:
+				cancel()
+			case <-stop:
+			}
+		}()
+		conn, br, hdr, err := r.redial(ctx, tok, recv)
+		close(stop)
+		cancel()
+		if err == nil {
+			peer, perr := strconv.ParseUint(hdr.Get(HeaderResumeReceived), 10, 64)
+			if perr != nil {
+				_ = conn.Close()
+				s.abandon(fmt.Errorf("mux: resume: bad %s in the server's answer", HeaderResumeReceived))
+				return
+			}
+			s.mu.Lock()
+			r.token = hdr.Get(HeaderResumeToken)
+			s.unlock()
+			if err := s.attach(conn, br, peer); err != nil {
+				_ = conn.Close()
+			}
+			s.mu.Lock()
+			r.busy = false
+			s.unlock()
+			return
+		}
+		var he *HandshakeError
+		if errors.As(err, &he) && he.StatusCode != http.StatusTooManyRequests && he.StatusCode < 500 {
+			s.abandon(fmt.Errorf("mux: resume refused: %w", err))
+			return
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-s.deadCh:
+			t.Stop()
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// isPeerEnd reports whether a read error is the peer's doing (a close, a
+// WebSocket violation): the session ends, it does not suspend.
+func isPeerEnd(err error) bool {
+	var ce *wsio.CloseError
+	var pe *wsio.ProtocolError
+	return errors.As(err, &ce) || errors.As(err, &pe)
+}
+
+// suspended reports whether the session is suspended (s.mu not held).
+func (s *Session) suspended() bool {
+	if s.res == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.e.Suspended()
+}
+
+// abandon ends a suspended session that cannot resume.
+func (s *Session) abandon(err error) {
+	s.mu.Lock()
+	s.e.AbandonResume(err)
+	s.res.busy = false
+	s.unlock()
+}
+
+// attach resumes the suspended session on conn, the peer having received
+// peer bytes of ours. The old reader has exited.
+func (s *Session) attach(conn net.Conn, br *bufio.Reader, peer uint64) error {
+	r := s.res
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if !r.sc.set(conn) {
+		return ErrSessionClosed
+	}
+	s.mu.Lock()
+	if err := s.e.Resume(peer, s.now()); err != nil {
+		s.unlock()
+		return err
+	}
+	s.wsc = wsio.New(conn, br, s.client, s.cfg.MaxMessageSize)
+	s.wsc.SetNotify(s.wakeWriter)
+	s.wsc.SetMessageHook(s.messageHook)
+	s.readerDone = make(chan struct{})
+	s.unlock()
+	go s.readLoop()
+	return nil
+}
+
+// ResumeRegistry is a server's table of resumable sessions, keyed by their
+// tokens: Upgrade registers every session it starts with resumption on,
+// and hands the connection of a resume request to the session it names.
+type ResumeRegistry struct {
+	// Identity returns the authenticated caller of a request; a token is
+	// bound to the identity of the upgrade that received it. Nil: every
+	// caller is the same.
+	Identity func(*http.Request) string
+
+	mu sync.Mutex
+	m  map[[32]byte]*resumeEntry
+}
+
+type resumeEntry struct {
+	s        *Session
+	identity string
+}
+
+// newToken returns a fresh token and its key.
+func newToken() (string, [32]byte) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	tok := base64.RawURLEncoding.EncodeToString(b[:])
+	return tok, sha256.Sum256([]byte(tok))
+}
+
+func (g *ResumeRegistry) identity(r *http.Request) string {
+	if g.Identity == nil {
+		return ""
+	}
+	return g.Identity(r)
+}
+
+// register gives s a new token for the caller id.
+func (g *ResumeRegistry) register(s *Session, id string) string {
+	tok, _ := newToken()
+	g.add(tok, s, id)
+	return tok
+}
+
+// add records tok as s's token.
+func (g *ResumeRegistry) add(tok string, s *Session, id string) {
+	key := sha256.Sum256([]byte(tok))
+	g.mu.Lock()
+	if g.m == nil {
+		g.m = map[[32]byte]*resumeEntry{}
+	}
+	g.m[key] = &resumeEntry{s: s, identity: id}
+	g.mu.Unlock()
+}
+
+// set gives tok's entry its session, or drops it (s nil).
+func (g *ResumeRegistry) set(tok string, s *Session) {
+	key := sha256.Sum256([]byte(tok))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s == nil {
+		delete(g.m, key)
+	} else if ent := g.m[key]; ent != nil {
+		ent.s = s
+	}
+}
+
+// forget drops every token of s (it ended).
+func (g *ResumeRegistry) forget(s *Session) {
+	g.mu.Lock()
+	for k, v := range g.m {
+		if v.s == s {
+			delete(g.m, k)
+		}
+	}
+	g.mu.Unlock()
+}
+
+// Len returns how many sessions the registry holds.
+func (g *ResumeRegistry) Len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.m)
+}
+
+// resume serves a resume request: the token is looked up by its hash (so
+// no comparison of secret bytes leaks timing), the caller checked, the
+// count checked, then 101 and the connection goes to the session.
+func (g *ResumeRegistry) resume(w http.ResponseWriter, r *http.Request, tok string) error {
+	key := sha256.Sum256([]byte(tok))
+	g.mu.Lock()
+	ent := g.m[key]
+	var s *Session
+	if ent != nil {
+		s = ent.s
+	}
+	g.mu.Unlock()
+	if s == nil {
+		w.Header().Set(headerResume, "unknown")
+		http.Error(w, "wsmux: no such session here", http.StatusNotFound)
+		return &HandshakeError{StatusCode: http.StatusNotFound}
+	}
+	if g.identity(r) != ent.identity {
+		http.Error(w, "wsmux: the session belongs to another caller", http.StatusForbidden)
+		return &HandshakeError{StatusCode: http.StatusForbidden}
+	}
+	recv, err := strconv.ParseUint(r.Header.Get(HeaderResumeReceived), 10, 64)
+	s.mu.Lock()
+	if err != nil || !s.e.ValidResumeCount(recv) {
+		s.e.AbandonResume(ErrResumeCountRefused)
+		s.unlock()
+		http.Error(w, "wsmux: received count out of range", http.StatusConflict)
+		return &HandshakeError{StatusCode: http.StatusConflict}
+	}
+	// The server may not have seen the old connection drop yet.
+	if !s.lost(s.now()) && !s.e.Suspended() {
+		s.unlock()
+		w.Header().Set(headerResume, "unknown")
+		http.Error(w, "wsmux: no such session here", http.StatusNotFound)
+		return &HandshakeError{StatusCode: http.StatusNotFound}
+	}
+	if s.res.busy {
+		s.unlock()
+		http.Error(w, "wsmux: a resume of this session is under way", http.StatusConflict)
+		return &HandshakeError{StatusCode: http.StatusConflict}
+	}
+	s.res.busy = true
+	s.unlock()
+	g.mu.Lock()
+	delete(g.m, key) // single use
+	g.mu.Unlock()
+	<-s.readerDone // the old reader is gone: our count is final
+	s.mu.Lock()
+	ours := s.e.ReceivedCount()
+	s.unlock()
+	next := g.register(s, ent.identity)
+	h := http.Header{}
+	h.Set(HeaderResumeReceived, strconv.FormatUint(ours, 10))
+	h.Set(HeaderResumeToken, next)
+	conn, br, err := wshandshake.Upgrade(w, r, h)
+	if err == nil {
+		err = s.attach(conn, br, recv)
+		if err != nil {
+			_ = conn.Close()
+		}
+	}
+	s.mu.Lock()
+	s.res.busy = false
+	s.unlock()
+	if err != nil {
+		return err
+	}
+	return ErrResumed
+}
+
+// ErrResumeCountRefused ends a session whose client presented a received
+// count the server cannot resume from.
+var ErrResumeCountRefused = errors.New("mux: resume: the client's received count is out of range")

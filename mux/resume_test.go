@@ -1,0 +1,326 @@
+package mux
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wsmux/wsmux/mux/internal/engine"
+)
+
+// cutProxy forwards TCP connections to target and cuts all of them on
+// demand (both sides see their connection fail, nothing closes cleanly).
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); _, _ = io.Copy(u, c); _ = u.Close() }()
+			go func() { defer p.wg.Done(); _, _ = io.Copy(c, u); _ = c.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// cut resets every connection through the proxy.
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
+// patternReader yields n bytes of a seeded pseudo-random stream.
+type patternReader struct {
+	rng *rand.ChaCha8
+	n   int
+}
+
+func (r *patternReader) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, io.EOF
+	}
+	p = p[:min(len(p), r.n)]
+	_, _ = r.rng.Read(p)
+	r.n -= len(p)
+	return len(p), nil
+}
+
+func patternSum(seed byte, n int) [32]byte {
+	h := sha256.New()
+	_, _ = io.Copy(h, &patternReader{rng: rand.NewChaCha8([32]byte{seed}), n: n})
+	var s [32]byte
+	h.Sum(s[:0])
+	return s
+}
+
+// TestResumeOverTCP: a client and a server with resumption on move
+// resumeSize bytes each way on one stream through a proxy that resets
+// every connection three times during the transfer; the session resumes
+// each time and both directions arrive whole (sha256).
+func TestResumeOverTCP(t *testing.T) {
+	size := 64 << 20
+	if raceEnabled {
+		size = 8 << 20
+	}
+	reg := &ResumeRegistry{Identity: func(r *http.Request) string { return r.Header.Get("Authorization") }}
+	scfg := DefaultConfig()
+	scfg.Resume = true
+	scfg.ResumeRegistry = reg
+	serverSum := make(chan [32]byte, 1)
+	serverErr := make(chan error, 1)
+	serverSession := make(chan *Session, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, err := Upgrade(w, r, scfg)
+		if errors.Is(err, ErrResumed) {
+			return
+		}
+		if err != nil {
+			serverErr <- err
+			return
+		}
+		serverSession <- s
+		go func() {
+			st, err := s.AcceptStream(context.Background())
+			if err != nil {
+				serverErr <- err
+				return
+			}
+			go func() {
+				_, _ = io.Copy(st, &patternReader{rng: rand.NewChaCha8([32]byte{2}), n: size})
+				_ = st.CloseWrite()
+			}()
+			h := sha256.New()
+			if _, err := io.Copy(h, st); err != nil {
+				serverErr <- err
+				return
+			}
+			var sum [32]byte
+			h.Sum(sum[:0])
+			serverSum <- sum
+		}()
+	}))
+	defer srv.Close()
+	proxy := newCutProxy(t, strings.TrimPrefix(srv.URL, "http://"))
+
+	ccfg := DefaultConfig()
+	ccfg.Resume = true
+	d := Dialer{Config: ccfg, Header: http.Header{"Authorization": {"Bearer alice"}}}
+	s, err := d.Dial(context.Background(), "ws://"+proxy.ln.Addr().String()+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.Open(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, _ = io.Copy(st, &patternReader{rng: rand.NewChaCha8([32]byte{1}), n: size})
+		_ = st.CloseWrite()
+	}()
+	// Cut at a quarter, a half and three quarters of what the client
+	// reads.
+	h := sha256.New()
+	buf := make([]byte, 64<<10)
+	got, cuts := 0, 0
+	for {
+		n, err := st.Read(buf)
+		h.Write(buf[:n])
+		got += n
+		if cuts < 3 && got >= (cuts+1)*size/4 {
+			proxy.cut()
+			cuts++
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("client Read after %d bytes, %d cuts: %v", got, cuts, err)
+		}
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	if got != size || sum != patternSum(2, size) {
+		t.Fatalf("client received %d bytes, sha256 mismatch: %v", got, sum != patternSum(2, size))
+	}
+	select {
+	case ss := <-serverSum:
+		if ss != patternSum(1, size) {
+			t.Fatal("server: sha256 mismatch")
+		}
+	case err := <-serverErr:
+		t.Fatalf("server: %v", err)
+	}
+	if cuts != 3 {
+		t.Fatalf("%d cuts", cuts)
+	}
+	if cs := s.Stats(); cs.Suspends < 3 || cs.Resumes != cs.Suspends {
+		t.Fatalf("client: %d suspensions, %d resumes", cs.Suspends, cs.Resumes)
+	}
+	// Everything ends: no goroutine of either session is left, and the
+	// registry forgets the server's session.
+	_ = s.Close()
+	ss := <-serverSession
+	<-ss.Done()
+	if reg.Len() != 0 {
+		t.Fatalf("registry holds %d sessions after the end", reg.Len())
+	}
+}
+
+// TestResumeRefused: a resume with an unknown token gets 404 and one from
+// another caller 403; neither disturbs the session.
+func TestResumeRefused(t *testing.T) {
+	reg := &ResumeRegistry{Identity: func(r *http.Request) string { return r.Header.Get("Authorization") }}
+	scfg := DefaultConfig()
+	scfg.Resume = true
+	scfg.ResumeRegistry = reg
+	var tok string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, err := Upgrade(w, r, scfg)
+		if err != nil {
+			return
+		}
+		go func() {
+			st, err := s.AcceptStream(context.Background())
+			if err == nil {
+				_, _ = io.Copy(st, st)
+				_ = st.CloseWrite()
+			}
+		}()
+	}))
+	defer srv.Close()
+	ccfg := DefaultConfig()
+	ccfg.Resume = true
+	d := Dialer{Config: ccfg, Header: http.Header{"Authorization": {"Bearer alice"}}}
+	url := "ws://" + strings.TrimPrefix(srv.URL, "http://") + "/"
+	s, err := d.Dial(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.mu.Lock()
+	mu.Lock()
+	tok = s.res.token
+	mu.Unlock()
+	s.mu.Unlock()
+	if tok == "" || reg.Len() != 1 {
+		t.Fatalf("token %q, registry %d", tok, reg.Len())
+	}
+	for _, tc := range []struct {
+		auth, token string
+		status      int
+	}{
+		{"Bearer alice", "AAAAAAAAAAAAAAAAAAAAAA", http.StatusNotFound},
+		{"Bearer mallory", tok, http.StatusForbidden},
+	} {
+		h := http.Header{"Authorization": {tc.auth}, HeaderResumeToken: {tc.token}, HeaderResumeReceived: {"0"}}
+		bad := Dialer{Config: ccfg, Header: h}
+		_, err := bad.Dial(context.Background(), url)
+		var he *HandshakeError
+		if !errors.As(err, &he) || he.StatusCode != tc.status {
+			t.Fatalf("%s with %q: %v, want %d", tc.auth, tc.token, err, tc.status)
+		}
+	}
+	// The session still works.
+	st, err := s.Open(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Write([]byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.CloseWrite()
+	b, err := io.ReadAll(st)
+	if err != nil || string(b) != "still here" {
+		t.Fatalf("echo %q, %v", b, err)
+	}
+}
+
+// TestResumeCloseWhileSuspended: Close on a session whose connection is
+// gone returns at once (it does not wait for the resume timeout); the
+// server's session, suspended and never resumed, ends at its resume
+// timeout with ErrResumeTimeout and leaves the registry.
+func TestResumeCloseWhileSuspended(t *testing.T) {
+	reg := &ResumeRegistry{}
+	scfg := DefaultConfig()
+	scfg.Resume = true
+	scfg.ResumeRegistry = reg
+	scfg.ResumeTimeout = 50 * time.Millisecond
+	serverSession := make(chan *Session, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s, err := Upgrade(w, r, scfg); err == nil {
+			serverSession <- s
+		}
+	}))
+	defer srv.Close()
+	proxy := newCutProxy(t, strings.TrimPrefix(srv.URL, "http://"))
+	ccfg := DefaultConfig()
+	ccfg.Resume = true
+	s, err := Dial(context.Background(), "ws://"+proxy.ln.Addr().String()+"/", ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_ = proxy.ln.Close() // redials fail from now on
+	proxy.cut()
+	// Suspended (or about to be): Close ends it anyway.
+	_ = s.Close()
+	<-s.Done()
+	ss := <-serverSession
+	<-ss.Done()
+	if err := ss.Err(); !errors.Is(err, engine.ErrResumeTimeout) {
+		t.Fatalf("server session ended with %v, want the resume timeout", err)
+	}
+	if reg.Len() != 0 {
+		t.Fatalf("registry holds %d sessions", reg.Len())
+	}
+}
