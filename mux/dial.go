@@ -127,10 +127,16 @@ func Upgrade(w http.ResponseWriter, r *http.Request, cfg *Config) (*Session, err
 		return nil, err
 	}
 	if reg != nil {
+		// Under s.mu (lock order: s.mu, then the registry's): finish
+		// either sees reg and forgets s after this, or ended is true.
 		s.mu.Lock()
-		s.res.reg = reg
+		if s.e.Err() == nil {
+			s.res.reg = reg
+			reg.set(tok, s)
+		} else {
+			reg.set(tok, nil)
+		}
 		s.unlock()
-		reg.set(tok, s)
 	}
 	return s, nil
 }

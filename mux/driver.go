@@ -415,8 +415,14 @@ func (s *Session) finish(writeFailed bool) {
 	}
 	_ = s.conn.Close()
 	<-s.readerDone
-	if s.res != nil && s.res.reg != nil {
-		s.res.reg.forget(s)
+	if s.res != nil {
+		s.mu.Lock()
+		reg := s.res.reg
+		s.res.reg = nil // Upgrade registers nothing after this
+		s.unlock()
+		if reg != nil {
+			reg.forget(s)
+		}
 	}
 	close(s.done)
 }
