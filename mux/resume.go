@@ -224,9 +224,57 @@ type ResumeRegistry struct {
 	// bound to the identity of the upgrade that received it. Nil: every
 	// caller is the same.
 	Identity func(*http.Request) string
+	// MaxBadResumes bounds the resumes with unknown tokens one client
+	// address may try per 10 s; past it they get 429. Default 10.
+	MaxBadResumes int
 
-	mu sync.Mutex
-	m  map[[32]byte]*resumeEntry
+	mu  sync.Mutex
+	m   map[[32]byte]*resumeEntry
+	bad map[string]*badCount // by client host
+}
+
+// badCount counts a client's resumes with unknown tokens in a window.
+type badCount struct {
+	since time.Time
+	n     int
+}
+
+const badResumeWindow = 10 * time.Second
+
+// overBudget reports whether r's client is over its budget of resumes
+// with unknown tokens; count: one more such resume is counted first.
+func (g *ResumeRegistry) overBudget(r *http.Request, count bool) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	limit := g.MaxBadResumes
+	if limit <= 0 {
+		limit = 10
+	}
+	now := time.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.bad == nil {
+		g.bad = map[string]*badCount{}
+	}
+	for h, b := range g.bad { // old windows go: the map stays small
+		if now.Sub(b.since) >= badResumeWindow {
+			delete(g.bad, h)
+		}
+	}
+	b := g.bad[host]
+	if b == nil {
+		if !count {
+			return false
+		}
+		b = &badCount{since: now}
+		g.bad[host] = b
+	}
+	if count {
+		b.n++
+	}
+	return b.n >= limit
 }
 
 type resumeEntry struct {
@@ -301,6 +349,10 @@ func (g *ResumeRegistry) Len() int {
 // no comparison of secret bytes leaks timing), the caller checked, the
 // count checked, then 101 and the connection goes to the session.
 func (g *ResumeRegistry) resume(w http.ResponseWriter, r *http.Request, tok string) error {
+	if g.overBudget(r, false) {
+		http.Error(w, "wsmux: too many resumes with unknown tokens; wait and retry", http.StatusTooManyRequests)
+		return &HandshakeError{StatusCode: http.StatusTooManyRequests}
+	}
 	key := sha256.Sum256([]byte(tok))
 	g.mu.Lock()
 	ent := g.m[key]
@@ -310,6 +362,7 @@ func (g *ResumeRegistry) resume(w http.ResponseWriter, r *http.Request, tok stri
 	}
 	g.mu.Unlock()
 	if s == nil {
+		g.overBudget(r, true)
 		w.Header().Set(headerResume, "unknown")
 		http.Error(w, "wsmux: no such session here", http.StatusNotFound)
 		return &HandshakeError{StatusCode: http.StatusNotFound}

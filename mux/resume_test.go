@@ -268,6 +268,28 @@ func TestResumeRefused(t *testing.T) {
 			t.Fatalf("%s with %q: %v, want %d", tc.auth, tc.token, err, tc.status)
 		}
 	}
+	// A flood of unknown tokens is cut short with 429 (the budget, 10
+	// per 10 s, counts the unknown token above); the session is not
+	// disturbed.
+	flood := Dialer{Config: ccfg, Header: http.Header{HeaderResumeToken: {"BBBBBBBBBBBBBBBBBBBBBB"}, HeaderResumeReceived: {"0"}}}
+	var statuses []int
+	for i := 0; i < 10; i++ {
+		_, err := flood.Dial(context.Background(), url)
+		var he *HandshakeError
+		if !errors.As(err, &he) {
+			t.Fatalf("flood: %v", err)
+		}
+		statuses = append(statuses, he.StatusCode)
+	}
+	for i, st := range statuses {
+		want := http.StatusNotFound
+		if i >= 9 {
+			want = http.StatusTooManyRequests
+		}
+		if st != want {
+			t.Fatalf("flood statuses %v: attempt %d got %d, want %d", statuses, i+1, st, want)
+		}
+	}
 	// The session still works.
 	st, err := s.Open(context.Background(), nil)
 	if err != nil {
