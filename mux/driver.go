@@ -131,6 +131,9 @@ func (s *Session) readLoop() {
 		}
 		s.e.FeedRetain(msg, s.wsc.Buffer(), s.now())
 		s.unlock()
+		if s.res != nil {
+			s.confirmed()
+		}
 		if len(msg) <= yieldMessage {
 			// A small message most likely woke a Read waiting for it:
 			// let that goroutine run here now (it is next on this P),

@@ -88,6 +88,11 @@ type resumer struct {
 	token  string                                                                                                 // client: the token to present next
 	reg    *ResumeRegistry
 	busy   bool // s.mu: a redial or an attach is under way
+	// confirm: the registry whose token confirmKey (the one the last
+	// resume used) retires at the first message on the new connection;
+	// set before attach starts the reader, then the reader's.
+	confirm    *ResumeRegistry
+	confirmKey [32]byte
 }
 
 // lost is called by the reader or the writer when the connection failed
@@ -361,7 +366,7 @@ func (g *ResumeRegistry) resume(w http.ResponseWriter, r *http.Request, tok stri
 		s = ent.s
 	}
 	g.mu.Unlock()
-	if s == nil {
+	if ent == nil {
 		g.overBudget(r, true)
 		w.Header().Set(headerResume, "unknown")
 		http.Error(w, "wsmux: no such session here", http.StatusNotFound)
@@ -370,6 +375,10 @@ func (g *ResumeRegistry) resume(w http.ResponseWriter, r *http.Request, tok stri
 	if g.identity(r) != ent.identity {
 		http.Error(w, "wsmux: the session belongs to another caller", http.StatusForbidden)
 		return &HandshakeError{StatusCode: http.StatusForbidden}
+	}
+	if s == nil { // its Upgrade has not finished starting it
+		http.Error(w, "wsmux: the session is starting; retry", http.StatusServiceUnavailable)
+		return &HandshakeError{StatusCode: http.StatusServiceUnavailable}
 	}
 	recv, err := strconv.ParseUint(r.Header.Get(HeaderResumeReceived), 10, 64)
 	s.mu.Lock()
@@ -388,14 +397,11 @@ func (g *ResumeRegistry) resume(w http.ResponseWriter, r *http.Request, tok stri
 	}
 	if s.res.busy {
 		s.unlock()
-		http.Error(w, "wsmux: a resume of this session is under way", http.StatusConflict)
-		return &HandshakeError{StatusCode: http.StatusConflict}
+		http.Error(w, "wsmux: a resume of this session is under way; retry", http.StatusServiceUnavailable)
+		return &HandshakeError{StatusCode: http.StatusServiceUnavailable}
 	}
 	s.res.busy = true
 	s.unlock()
-	g.mu.Lock()
-	delete(g.m, key) // single use
-	g.mu.Unlock()
 	<-s.readerDone // the old reader is gone: our count is final
 	s.mu.Lock()
 	ours := s.e.ReceivedCount()
@@ -406,10 +412,16 @@ func (g *ResumeRegistry) resume(w http.ResponseWriter, r *http.Request, tok stri
 	h.Set(HeaderResumeToken, next)
 	conn, br, err := wshandshake.Upgrade(w, r, h)
 	if err == nil {
+		// tok stays valid until the client shows it has next (its first
+		// message on conn): a 101 lost in a new drop can be retried.
+		g.keepOnly(s, key, sha256.Sum256([]byte(next)))
+		s.res.confirm, s.res.confirmKey = g, key
 		err = s.attach(conn, br, recv)
 		if err != nil {
 			_ = conn.Close()
 		}
+	} else {
+		g.set(next, nil)
 	}
 	s.mu.Lock()
 	s.res.busy = false
@@ -418,6 +430,31 @@ func (g *ResumeRegistry) resume(w http.ResponseWriter, r *http.Request, tok stri
 		return err
 	}
 	return ErrResumed
+}
+
+// keepOnly drops every token of s but the two keys given.
+func (g *ResumeRegistry) keepOnly(s *Session, a, b [32]byte) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k, v := range g.m {
+		if v.s == s && k != a && k != b {
+			delete(g.m, k)
+		}
+	}
+}
+
+// confirmed retires the token a resume used once the first message came
+// on the resumed connection (reader goroutine).
+func (s *Session) confirmed() {
+	r := s.res
+	if r == nil || r.confirm == nil {
+		return
+	}
+	g := r.confirm
+	r.confirm = nil
+	g.mu.Lock()
+	delete(g.m, r.confirmKey)
+	g.mu.Unlock()
 }
 
 // ErrResumeCountRefused ends a session whose client presented a received

@@ -346,3 +346,186 @@ func TestResumeCloseWhileSuspended(t *testing.T) {
 		t.Fatalf("registry holds %d sessions", reg.Len())
 	}
 }
+
+// byteCutProxy is a cutProxy that cuts every connection each time the
+// bytes it forwarded (both ways) cross the next of a random series of
+// offsets: cuts land anywhere, mid-frame and mid-WebSocket-header
+// included.
+type byteCutProxy struct {
+	*cutProxy
+	rng   *rand.Rand
+	fwd   int
+	next  int
+	cuts  int
+	spanB int
+}
+
+func newByteCutProxy(t *testing.T, target string, seed uint64, span int) *byteCutProxy {
+	bp := &byteCutProxy{rng: rand.New(rand.NewPCG(seed, seed)), spanB: span}
+	bp.next = 1 + bp.rng.IntN(span)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target}
+	bp.cutProxy = p
+	pipe := func(dst, src net.Conn) {
+		defer p.wg.Done()
+		buf := make([]byte, 4<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				p.mu.Lock()
+				k := n
+				cut := false
+				if bp.fwd+n >= bp.next {
+					k = bp.next - bp.fwd // forward up to the offset, then cut
+					cut = true
+				}
+				bp.fwd += k
+				p.mu.Unlock()
+				_, werr := dst.Write(buf[:k])
+				if cut {
+					p.mu.Lock()
+					bp.cuts++
+					bp.next = bp.fwd + 1 + bp.rng.IntN(bp.spanB)
+					p.mu.Unlock()
+					p.cut()
+					return
+				}
+				if werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				_ = dst.Close()
+				return
+			}
+		}
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go pipe(u, c)
+			go pipe(c, u)
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return bp
+}
+
+// TestResumeManyStreamsRandomCuts: 16 streams move resumeStreamSize
+// bytes each way (each side half-closes after its last byte) while the
+// proxy cuts every connection at random byte offsets; every stream's
+// bytes arrive whole both ways (sha256) and end with EOF.
+func TestResumeManyStreamsRandomCuts(t *testing.T) {
+	const streams = 16
+	size := 2 << 20
+	if raceEnabled {
+		size = 256 << 10
+	}
+	reg := &ResumeRegistry{}
+	scfg := DefaultConfig()
+	scfg.Resume = true
+	scfg.ResumeRegistry = reg
+	type result struct {
+		seed byte
+		sum  [32]byte
+		err  error
+	}
+	serverRes := make(chan result, streams)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, err := Upgrade(w, r, scfg)
+		if err != nil {
+			return
+		}
+		go func() {
+			for {
+				st, err := s.AcceptStream(context.Background())
+				if err != nil {
+					return
+				}
+				go func() {
+					seed := byte(0)
+					if v := st.Headers().Get("Seed"); len(v) == 1 {
+						seed = v[0]
+					}
+					go func() {
+						_, _ = io.Copy(st, &patternReader{rng: rand.NewChaCha8([32]byte{seed + 100}), n: size})
+						_ = st.CloseWrite()
+					}()
+					h := sha256.New()
+					_, err := io.Copy(h, st)
+					var sum [32]byte
+					h.Sum(sum[:0])
+					serverRes <- result{seed, sum, err}
+				}()
+			}
+		}()
+	}))
+	defer srv.Close()
+	proxy := newByteCutProxy(t, strings.TrimPrefix(srv.URL, "http://"), 7, size*streams/3)
+	ccfg := DefaultConfig()
+	ccfg.Resume = true
+	s, err := Dial(context.Background(), "ws://"+proxy.ln.Addr().String()+"/", ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	clientRes := make(chan result, streams)
+	for i := 0; i < streams; i++ {
+		seed := byte('a' + i)
+		st, err := s.Open(context.Background(), http.Header{"Seed": {string(seed)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			_, _ = io.Copy(st, &patternReader{rng: rand.NewChaCha8([32]byte{seed}), n: size})
+			_ = st.CloseWrite()
+		}()
+		go func() {
+			h := sha256.New()
+			_, err := io.Copy(h, st)
+			var sum [32]byte
+			h.Sum(sum[:0])
+			clientRes <- result{seed, sum, err}
+		}()
+	}
+	for i := 0; i < streams; i++ {
+		c := <-clientRes
+		if c.err != nil || c.sum != patternSum(c.seed+100, size) {
+			t.Fatalf("client, stream %q: %v, sha256 ok %v", c.seed, c.err, c.sum == patternSum(c.seed+100, size))
+		}
+		r := <-serverRes
+		if r.err != nil || r.sum != patternSum(r.seed, size) {
+			t.Fatalf("server, stream %q: %v, sha256 ok %v", r.seed, r.err, r.sum == patternSum(r.seed, size))
+		}
+	}
+	proxy.mu.Lock()
+	cuts := proxy.cuts
+	proxy.mu.Unlock()
+	// A cut during a resume handshake cuts a connection that carried no
+	// session yet: suspensions can be fewer than cuts.
+	if st := s.Stats(); cuts < 2 || st.Resumes == 0 || st.Resumes != st.Suspends {
+		t.Fatalf("%d cuts, %d suspensions, %d resumes", cuts, st.Suspends, st.Resumes)
+	}
+	t.Logf("%d cuts, %d MiB each way", cuts, streams*size>>20)
+}

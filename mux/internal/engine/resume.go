@@ -150,6 +150,10 @@ func (e *Engine) Resume(peerReceived uint64, now time.Duration) error {
 	if e.closeBy > 0 {
 		e.closeBy += d
 	}
+	// A PING first thing: the peer gets a message at once on the new
+	// connection (a server retires the resume's token at the first one)
+	// and an RTT sample of the new path.
+	e.sendPing(now)
 	e.wake()
 	return nil
 }
