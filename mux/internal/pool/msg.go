@@ -107,22 +107,25 @@ type MsgCache struct {
 const maxCached = 1 << 20
 
 // Get returns a buffer of at least n bytes with one reference, the
-// caller's: a cached one of n's class if there is one, else GetMsg's.
-// Buffers it returns come back to c when released.
+// caller's: the smallest cached one that is large enough if there is one
+// (a connection's buffers are of a few sizes; a larger one serves as
+// well), else GetMsg's. Buffers it returns come back to c when released.
 func (c *MsgCache) Get(n int) *Msg {
-	class := msgClass(n)
 	var m *Msg
 	c.mu.Lock()
-	for i := len(c.free) - 1; i >= 0; i-- {
-		if msgClass(len(c.free[i].B)) == class {
-			m = c.free[i]
-			c.bytes -= len(m.B)
-			last := len(c.free) - 1
-			c.free[i] = c.free[last]
-			c.free[last] = nil
-			c.free = c.free[:last]
-			break
+	best := -1
+	for i, f := range c.free {
+		if len(f.B) >= n && (best < 0 || len(f.B) < len(c.free[best].B)) {
+			best = i
 		}
+	}
+	if best >= 0 {
+		m = c.free[best]
+		c.bytes -= len(m.B)
+		last := len(c.free) - 1
+		c.free[best] = c.free[last]
+		c.free[last] = nil
+		c.free = c.free[:last]
 	}
 	c.mu.Unlock()
 	if m == nil {
