@@ -129,7 +129,7 @@ func (s *Session) readLoop() {
 			s.unlock()
 			return
 		}
-		s.e.FeedRetain(msg, s.wsc.Buffer(), s.now())
+		s.e.Feed(msg, s.now())
 		s.unlock()
 		if s.res != nil {
 			s.confirmed()

@@ -183,7 +183,7 @@ func (s *Session) leadOnce() error {
 	if err != nil {
 		return err
 	}
-	s.e.FeedRetain(msg, s.wsc.Buffer(), s.now())
+	s.e.Feed(msg, s.now())
 	s.stats.LeaderMessages.Add(1)
 	return nil
 }

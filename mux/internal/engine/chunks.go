@@ -3,7 +3,7 @@ package engine
 import "github.com/wsmux/wsmux/mux/internal/pool"
 
 // chunkQueue is a FIFO of bytes held in pooled chunks of pool.ChunkSize: a
-// stream's send queue. Chunks are taken when bytes arrive
+// stream's receive buffer or send queue. Chunks are taken when bytes arrive
 // and given back as soon as they are drained, so an empty queue holds no
 // chunk. The ring of chunk pointers grows by doubling and is the only
 // memory an idle queue keeps. Not safe for concurrent use.
@@ -64,6 +64,22 @@ func (q *chunkQueue) write(p []byte) {
 		*c = (*c)[:len(*c)+k]
 		p = p[k:]
 	}
+}
+
+// read moves up to len(p) bytes into p and releases drained chunks.
+func (q *chunkQueue) read(p []byte) int {
+	n := 0
+	for n < len(p) && q.cnt > 0 {
+		c := *q.at(0)
+		k := copy(p[n:], c[q.off:])
+		n += k
+		q.off += k
+		if q.off == len(c) {
+			q.popFront()
+		}
+	}
+	q.n -= n
+	return n
 }
 
 // appendTo appends the first n queued bytes to dst and drops them.

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"github.com/wsmux/wsmux/mux/internal/pool"
 	"time"
 
 	"github.com/wsmux/wsmux/flow"
@@ -26,11 +25,6 @@ type Engine struct {
 	// without copying (Config.Splice); nil: every byte is copied into the
 	// batch.
 	splice *splice
-
-	// feedMsg is the pooled buffer of the message FeedRetain feeds;
-	// retained counts the bytes of the buffers receive queues hold.
-	feedMsg  *pool.Msg
-	retained int
 
 	// Settings.
 	lim           frame.Limits      // what we accept

@@ -89,8 +89,10 @@ func TestChunkQueue(t *testing.T) {
 	total := 1 + 100 + 16<<10 + 16<<10 + 1 + 40<<10
 	require.Equal(t, total, q.Len())
 	var got []byte
+	buf := make([]byte, 5000)
 	for q.Len() > 0 {
-		got = q.appendTo(got, min(5000, q.Len()))
+		n := q.read(buf)
+		got = append(got, buf[:n]...)
 	}
 	var want []byte
 	for _, n := range []int{1, 100, 16 << 10, 16<<10 + 1, 40 << 10} {

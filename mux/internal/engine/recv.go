@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/wsmux/wsmux/frame"
-	"github.com/wsmux/wsmux/mux/internal/pool"
 )
 
 // The receive half of the core: one message in, state changes and queued
@@ -50,51 +49,6 @@ func (e *Engine) Feed(msg []byte, now time.Duration) error {
 	}
 	e.countReceived(len(msg))
 	return nil
-}
-
-// FeedRetain is Feed for a message read into m, a pooled message buffer
-// (wsio's Buffer): runs of DATA payload the application has not read yet
-// may stay where they are in m, the receive queue holding a reference to
-// it, instead of being copied out. The caller must not write into m again
-// while it is shared (pool.Msg.Shared).
-func (e *Engine) FeedRetain(msg []byte, m *pool.Msg, now time.Duration) error {
-	e.feedMsg = m
-	err := e.Feed(msg, now)
-	e.feedMsg = nil
-	return err
-}
-
-// minRetain is the shortest run of payload a receive queue keeps in the
-// message buffer rather than copying it: shorter copies are cheap, and a
-// short run would hold a whole buffer.
-const minRetain = 2 << 10
-
-// retainBudget bounds the bytes of the message buffers a session's receive
-// queues hold: past it, payload is copied out again.
-const retainBudget = 2 << 20
-
-// retainable reports whether a run of n bytes of the message being fed
-// may stay in its buffer: a buffer is there, and the buffers held stay
-// within the session's receive window in bytes, so retaining at most
-// doubles what the window lets the peer make us hold.
-func (e *Engine) retainable(n int) bool {
-	m := e.feedMsg
-	if m == nil || n < minRetain {
-		return false
-	}
-	return m.Held > 0 || e.retained+len(m.B) <= min(int(e.sessRecv.Window()), retainBudget)
-}
-
-// retain queues p, a run of the message being fed, in place.
-func (e *Engine) retain(st *Stream, p []byte) {
-	m := e.feedMsg
-	if m.Held == 0 {
-		e.retained += len(m.B)
-		m.Acct = &e.retained
-	}
-	m.Held++
-	m.Retain()
-	st.rxq.retain(p, m)
 }
 
 func (e *Engine) handle(f *frame.Frame, now time.Duration) {
@@ -236,11 +190,7 @@ func (e *Engine) onData(f *frame.Frame, now time.Duration) {
 			st.rdBuf = b[:len(b)+k]
 			data = data[k:]
 		}
-		if e.retainable(len(data)) {
-			e.retain(st, data)
-		} else {
-			st.rxq.write(data)
-		}
+		st.rxq.write(data)
 		st.bytes += int64(n)
 		e.emitStream(st, EvReadable)
 	}

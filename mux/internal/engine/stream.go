@@ -21,7 +21,7 @@ type Stream struct {
 	bytes int64 // payload exchanged both ways (rapid-reset accounting)
 
 	rx    flow.Receiver
-	rxq   rxQueue
+	rxq   chunkQueue
 	rdBuf []byte // a waiting Read's buffer: DATA is copied to rdBuf[len:cap], len counts it
 
 	tx       sendCredit

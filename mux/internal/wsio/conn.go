@@ -68,10 +68,8 @@ type Conn struct {
 	src      source
 	rd       *bufio.Reader
 	hdr      [ws.MaxHeaderSize]byte
-	buf      []byte    // message buffer; len(buf) == cap(buf) always
-	bufm     *pool.Msg // the pooled buffer buf is; queues may share it (Buffer)
-	reuse    int       // size of the buffer given up because it was shared
-	msgs     pool.MsgCache
+	buf      []byte  // message buffer; len(buf) == cap(buf) always
+	bufp     *[]byte // the pooled buffer buf is (msgbuf.go)
 	ctlIn    [ws.MaxControlFramePayloadSize]byte
 	smallRun int
 	shrink   bool
@@ -212,14 +210,6 @@ func (c *Conn) ReadMessage() ([]byte, error) {
 	return msg, nil
 }
 
-// Buffer returns the pooled buffer of the message ReadMessage returned
-// last (nil if it had no payload). Whoever keeps part of the message past
-// the next ReadMessage takes a reference to it (Retain) and releases it
-// when done; the next ReadMessage then reads into another buffer.
-func (c *Conn) Buffer() *pool.Msg {
-	return c.bufm
-}
-
 // Wait blocks until the first byte of the next frame is here (or an error).
 // It consumes nothing, and an error from it is not sticky: a read deadline
 // that expires during Wait leaves the connection as it was, so a reader can
@@ -242,18 +232,10 @@ func (c *Conn) Buffered() int {
 
 func (c *Conn) readMessage() ([]byte, error) {
 	if c.shrink {
-		c.bufm.Release()
-		c.msgs.Drain()
-		c.buf, c.bufm = nil, nil
+		putMessageBuffer(c.bufp)
+		c.buf, c.bufp = nil, nil
 		c.shrink = false
 		c.smallRun = 0
-		c.reuse = 0
-	} else if c.bufm != nil && c.bufm.Shared() {
-		// Receive queues keep runs of the last message in place: the
-		// next one goes into a buffer of the same size.
-		c.reuse = len(c.buf)
-		c.bufm.Release()
-		c.buf, c.bufm = nil, nil
 	}
 	n := 0 // message bytes received so far
 	state := c.state
@@ -347,18 +329,11 @@ func (c *Conn) readPayload(off, end int) error {
 // is the end of the frame being read (need <= maxMessage).
 func (c *Conn) grow(have, need int) {
 	size := max(2*len(c.buf), have+min(need-have, growAhead), minMessageBuffer)
-	if have == 0 {
-		// The size the last shared buffer reached (by bytes that
-		// arrived, as the buffer it replaces would have kept): no
-		// regrowing by copies after every shared message.
-		size = max(size, c.reuse)
-		c.reuse = 0
-	}
 	size = min(size, max(c.maxMessage, minMessageBuffer))
-	m := c.msgs.Get(size)
-	copy(m.B, c.buf[:have])
-	c.bufm.Release()
-	c.buf, c.bufm = m.B, m
+	np := getMessageBuffer(size)
+	copy(*np, c.buf[:have])
+	putMessageBuffer(c.bufp)
+	c.buf, c.bufp = *np, np
 }
 
 // account applies the shrink policy after a message of n bytes.

@@ -1,5 +1,0 @@
-//go:build !race
-
-package pool
-
-const raceEnabled = false
