@@ -1,7 +1,6 @@
 package netpoll
 
 import (
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,20 +16,15 @@ func TestWheelFiresInOrder(t *testing.T) {
 		const tick = 5 * time.Millisecond
 		w := NewWheel(tick, 64) // one turn: 320 ms
 		start := time.Now()
-		var mu sync.Mutex
 		type shot struct {
 			i  int
 			at time.Duration
 		}
-		var got []shot
 		delays := []time.Duration{time.Millisecond, 7 * time.Millisecond, 7 * time.Millisecond, 100 * time.Millisecond, 319 * time.Millisecond, 321 * time.Millisecond, 2 * time.Second, 10 * time.Second}
+		shots := make(chan shot, len(delays))
 		timers := make([]Timer, len(delays)+1)
 		for i, d := range delays {
-			timers[i].Init(w, func() {
-				mu.Lock()
-				got = append(got, shot{i, time.Since(start)})
-				mu.Unlock()
-			})
+			timers[i].Init(w, func() { shots <- shot{i, time.Since(start)} })
 			timers[i].Reset(d)
 		}
 		stopped := &timers[len(delays)]
@@ -39,9 +33,13 @@ func TestWheelFiresInOrder(t *testing.T) {
 		require.Equal(t, len(delays)+1, w.Len())
 		require.True(t, stopped.Stop())
 		require.False(t, stopped.Stop())
-		time.Sleep(11 * time.Second) // fake clock
+		// Waiting for each timer lets the bubble's clock run to it.
+		got := make([]shot, 0, len(delays))
+		for range delays {
+			got = append(got, <-shots)
+		}
 		synctest.Wait()
-		require.Len(t, got, len(delays))
+		require.Empty(t, shots, "a timer fired twice")
 		for k, s := range got {
 			d := delays[s.i]
 			require.GreaterOrEqual(t, s.at, d, "timer %d early", s.i)
@@ -82,15 +80,18 @@ func TestWheelMany(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := NewWheel(10*time.Millisecond, 512)
 		const n = 20000
-		var mu sync.Mutex
-		count := make([]int, n)
+		fired := make(chan int, n)
 		timers := make([]Timer, n)
 		for i := range timers {
-			timers[i].Init(w, func() { mu.Lock(); count[i]++; mu.Unlock() })
+			timers[i].Init(w, func() { fired <- i })
 			timers[i].Reset(time.Duration(i%3000) * 5 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Second)
+		count := make([]int, n)
+		for range n {
+			count[<-fired]++
+		}
 		synctest.Wait()
+		require.Empty(t, fired, "a timer fired twice")
 		for i, c := range count {
 			require.Equal(t, 1, c, "timer %d", i)
 		}
