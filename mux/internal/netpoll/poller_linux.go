@@ -153,18 +153,7 @@ func (r *Registration) Remove() {
 
 // Read reads into b without blocking: ErrWouldBlock when nothing is
 // there, io.EOF at the peer's end of stream.
-func (r *Registration) Read(b []byte) (int, error) {
-	x := rawIOs.Get().(*rawIO)
-	x.b = b
-	err := r.raw.Read(x.read)
-	n, rerr := x.n, x.err
-	x.b, x.err = nil, nil
-	rawIOs.Put(x)
-	if err != nil {
-		return 0, err
-	}
-	return n, rerr
-}
+func (r *Registration) Read(b []byte) (int, error) { return r.rawIO(b, false) }
 
 func (x *rawIO) doRead(fd uintptr) bool {
 	n, err := unix.Read(int(fd), x.b)
@@ -185,17 +174,26 @@ func (x *rawIO) doRead(fd uintptr) bool {
 
 // Write writes b without blocking and returns how much the socket took:
 // n < len(b) with ErrWouldBlock when its buffer is full.
-func (r *Registration) Write(b []byte) (int, error) {
+func (r *Registration) Write(b []byte) (int, error) { return r.rawIO(b, true) }
+
+// rawIO runs one non-blocking read or write of b on the socket, with a
+// pooled rawIO carrying b and the result through RawConn's callback.
+func (r *Registration) rawIO(b []byte, write bool) (int, error) {
 	x := rawIOs.Get().(*rawIO)
 	x.b = b
-	err := r.raw.Write(x.write)
-	n, werr := x.n, x.err
+	var err error
+	if write {
+		err = r.raw.Write(x.write)
+	} else {
+		err = r.raw.Read(x.read)
+	}
+	n, ioErr := x.n, x.err
 	x.b, x.err = nil, nil
 	rawIOs.Put(x)
 	if err != nil {
 		return 0, err
 	}
-	return n, werr
+	return n, ioErr
 }
 
 func (x *rawIO) doWrite(fd uintptr) bool {

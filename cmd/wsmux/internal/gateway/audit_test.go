@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -30,13 +29,7 @@ func TestAuditLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(g.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		g.Metrics().Sessions.Drain(ctx)
-	})
+	srv := serveGateway(t, g)
 	// wsmux: cat of 5 bytes; then "bye" back and exit 7.
 	var out bytes.Buffer
 	o := kubeclient.Options{Server: srv.URL, Token: "tok"}

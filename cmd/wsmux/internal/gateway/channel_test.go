@@ -46,13 +46,7 @@ func startChannelGateway(t *testing.T, logs io.Writer) (*Gateway, *httptest.Serv
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(g.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		g.Metrics().Sessions.Drain(ctx)
-	})
+	srv := serveGateway(t, g)
 	return g, srv
 }
 

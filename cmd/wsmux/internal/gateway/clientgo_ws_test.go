@@ -165,13 +165,7 @@ func TestWebSocketClientsOverWsmuxUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(g.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		g.Metrics().Sessions.Drain(ctx)
-	})
+	srv := serveGateway(t, g)
 	cfg := &rest.Config{Host: srv.URL, BearerToken: callerToken}
 	ex, err := remotecommand.NewWebSocketExecutor(cfg, "GET", srv.URL+"/api/v1/namespaces/default/pods/web-0/exec?command=cat&stdin=true&stdout=true")
 	if err != nil {

@@ -436,13 +436,7 @@ func TestWsmuxUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(g.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		g.Metrics().Sessions.Drain(ctx)
-	})
+	srv := serveGateway(t, g)
 	out, err := execCat(t, kubeclient.Options{Server: srv.URL, Token: callerToken}, []byte("two wsmux hops"))
 	if err != nil || string(out) != "two wsmux hops" {
 		t.Fatalf("exec: %q, %v", out, err)
@@ -542,4 +536,18 @@ func TestGracefulShutdownDrainsExec(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Serve did not return after the exec ended")
 	}
+}
+
+// serveGateway serves g on a test server that closes, and drains g's
+// sessions, when the test ends.
+func serveGateway(t testing.TB, g *Gateway) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		g.Metrics().Sessions.Drain(ctx)
+	})
+	return srv
 }

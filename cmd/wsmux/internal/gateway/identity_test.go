@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -60,13 +59,7 @@ func startImpersonating(t testing.TB) (*gw, *auth.TokenFileReloader) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(g.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		g.Metrics().Sessions.Drain(ctx)
-	})
+	srv := serveGateway(t, g)
 	return &gw{g: g, srv: srv, cl: cl}, rl
 }
 

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/wsmux/wsmux/adapters/httpstream"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
@@ -31,13 +30,7 @@ func startLimited(t *testing.T, lim ops.Limits, tokens ...string) (*Gateway, fun
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(g.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		g.Metrics().Sessions.Drain(ctx)
-	})
+	srv := serveGateway(t, g)
 	return g, func(tok string) kubeclient.Options { return kubeclient.Options{Server: srv.URL, Token: tok} }
 }
 

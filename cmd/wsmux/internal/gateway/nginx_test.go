@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -12,7 +11,6 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,13 +154,7 @@ func TestKubectlThroughNginx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(g.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		g.Metrics().Sessions.Drain(ctx)
-	})
+	srv := serveGateway(t, g)
 	url, ca := startNginxTLS(t, strings.TrimPrefix(srv.URL, "http://"))
 	home := t.TempDir()
 	os.WriteFile(filepath.Join(home, "no-kubeconfig"), []byte("apiVersion: v1\nkind: Config\n"), 0o600)
