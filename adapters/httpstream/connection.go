@@ -62,6 +62,19 @@ func sessionConfig(cfg *mux.Config, pingPeriod time.Duration) *mux.Config {
 // when not nil, holds bytes read past the handshake). handler nil accepts
 // every peer stream, as SPDY's client does.
 func newConnection(conn net.Conn, br *bufio.Reader, client bool, cfg *mux.Config, pingPeriod time.Duration, handler k8shttpstream.NewStreamHandler) (*connection, error) {
+	c, scfg := prepareConnection(cfg, pingPeriod, handler)
+	sess, err := mux.NewSession(conn, br, client, scfg)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	c.start(sess)
+	return c, nil
+}
+
+// prepareConnection returns a connection not yet started and the session
+// configuration whose Handler feeds it (for the session start gives it).
+func prepareConnection(cfg *mux.Config, pingPeriod time.Duration, handler k8shttpstream.NewStreamHandler) (*connection, *mux.Config) {
 	if handler == nil {
 		handler = k8shttpstream.NoOpNewStreamHandler
 	}
@@ -72,17 +85,16 @@ func newConnection(conn net.Conn, br *bufio.Reader, client bool, cfg *mux.Config
 	}
 	scfg := sessionConfig(cfg, pingPeriod)
 	scfg.Handler = c.onStream
-	sess, err := mux.NewSession(conn, br, client, scfg)
-	if err != nil {
-		_ = conn.Close()
-		return nil, err
-	}
+	return c, scfg
+}
+
+// start attaches the session of a prepared connection.
+func (c *connection) start(sess *mux.Session) {
 	c.sess = sess
 	go func() {
 		<-sess.CloseChan()
 		c.markClosed()
 	}()
-	return c, nil
 }
 
 // onStream runs for every stream the peer opens (off the read loop).

@@ -47,11 +47,13 @@ type RoundTripper struct {
 	pingPeriod       time.Duration
 	upgradeTransport http.RoundTripper
 	muxConfig        *mux.Config
+	resume           resumeOptions
 
-	mu   sync.Mutex
-	conn net.Conn
-	br   *bufio.Reader
-	key  string
+	mu      sync.Mutex
+	conn    net.Conn
+	br      *bufio.Reader
+	key     string
+	pending *pendingSession // RoundTrip's resumable session
 }
 
 var (
@@ -75,6 +77,21 @@ type RoundTripperConfig struct {
 	UpgradeTransport http.RoundTripper
 	// Config tunes the wsmux sessions; nil means mux's defaults.
 	Config *mux.Config
+	// Resume offers session resumption (docs/spec/wsmux-resume-v1.md):
+	// with a server that supports it, a dropped connection suspends the
+	// session (streams wait, nothing is lost) while the round tripper
+	// redials the same URL, with the same headers, for ResumeTimeout; the
+	// session then goes on where it stopped. With a server that does not,
+	// the connection behaves as without it. Config.Resume set means the
+	// same.
+	Resume bool
+	// ResumeTimeout bounds each suspension (0: Config.ResumeTimeout, or
+	// mux's default, 30 s).
+	ResumeTimeout time.Duration
+	// OnResumeEvent, when set, is called for every drop, resume, refused
+	// resume and failed redial of a resumable connection (to log them:
+	// the adapter does not log). It runs on the redialling goroutine.
+	OnResumeEvent func(ResumeEvent)
 }
 
 // NewRoundTripper returns a RoundTripper using tlsConfig for https URLs.
@@ -112,6 +129,8 @@ func NewRoundTripperWithConfig(cfg RoundTripperConfig) (*RoundTripper, error) {
 		pingPeriod:       cfg.PingPeriod,
 		upgradeTransport: cfg.UpgradeTransport,
 		muxConfig:        cfg.Config,
+		resume: resumeOptions{on: cfg.Resume || (cfg.Config != nil && cfg.Config.Resume),
+			timeout: cfg.ResumeTimeout, onEvent: cfg.OnResumeEvent},
 	}, nil
 }
 
@@ -136,6 +155,9 @@ func (rt *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.URL.Scheme = "https"
 	}
 	req.Body, req.ContentLength = nil, 0
+	if rt.resume.on {
+		return rt.roundTripResume(req)
+	}
 	key := wshandshake.PrepareRequest(req)
 	conn, err := rt.Dial(req)
 	if err != nil {
@@ -160,10 +182,8 @@ func (rt *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body = &closeBoth{ReadCloser: resp.Body, conn: conn}
 		return resp, nil
 	}
+	rt.setPending(nil) // an earlier upgrade never claimed by NewConnection
 	rt.mu.Lock()
-	if rt.conn != nil {
-		rt.conn.Close() // an earlier upgrade never claimed by NewConnection
-	}
 	rt.conn, rt.br, rt.key = conn, br, key
 	rt.mu.Unlock()
 	return resp, nil
@@ -240,6 +260,20 @@ func (e *UpgradeError) Error() string {
 const maxErrorBody = 64 << 10
 
 func (rt *RoundTripper) newConnection(resp *http.Response) (*connection, *UpgradeError, error) {
+	if rt.resume.on {
+		p := rt.takePending()
+		switch {
+		case resp.StatusCode != http.StatusSwitchingProtocols:
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+			return nil, &UpgradeError{StatusCode: resp.StatusCode, Header: resp.Header, Body: body}, nil
+		case p == nil:
+			return nil, nil, errors.New("wsmux: NewConnection without a successful RoundTrip on this RoundTripper")
+		case p.c == nil:
+			return nil, &UpgradeError{StatusCode: resp.StatusCode, Header: resp.Header, Reason: p.reason}, nil
+		}
+		return p.c, nil, nil
+	}
 	rt.mu.Lock()
 	conn, br, key := rt.conn, rt.br, rt.key
 	if resp.StatusCode == http.StatusSwitchingProtocols {

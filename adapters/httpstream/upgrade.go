@@ -47,6 +47,12 @@ func NewResponseUpgraderWithPingsForStreaming(pingPeriod time.Duration) k8shttps
 
 // NewResponseUpgraderWithConfig returns a k8s.io/streaming ResponseUpgrader
 // whose sessions use cfg (its Handler is replaced by the NewStreamHandler).
+//
+// With cfg.Resume and cfg.ResumeRegistry set, sessions are resumable
+// (docs/spec/wsmux-resume-v1.md): the upgrade is mux.Upgrade's (GET only),
+// and a request that resumes a suspended session is served by the registry
+// (101 and the session goes on, or 403/404/409/429/503) with
+// UpgradeResponse returning nil: the handler has nothing more to do.
 func NewResponseUpgraderWithConfig(cfg *mux.Config) k8shttpstream.ResponseUpgrader {
 	return responseUpgrader{cfg: cfg}
 }
@@ -57,6 +63,17 @@ func NewResponseUpgraderWithConfig(cfg *mux.Config) k8shttpstream.ResponseUpgrad
 func IsWsmuxRequest(req *http.Request) bool { return wshandshake.IsRequest(req) }
 
 func (u responseUpgrader) upgrade(w http.ResponseWriter, req *http.Request, h k8shttpstream.NewStreamHandler) *connection {
+	if u.cfg != nil && u.cfg.Resume && u.cfg.ResumeRegistry != nil {
+		// mux's own upgrade registers the session for resumption, and
+		// serves a resume request (no new connection: nil).
+		c, scfg := prepareConnection(u.cfg, u.pingPeriod, h)
+		sess, err := mux.Upgrade(w, req, scfg)
+		if err != nil {
+			return nil
+		}
+		c.start(sess)
+		return c
+	}
 	conn, br, err := wshandshake.UpgradeAcceptingPOST(w, req, w.Header())
 	if err != nil {
 		return nil

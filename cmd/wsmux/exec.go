@@ -18,6 +18,7 @@ import (
 
 func newExecCmd(a *app) *cobra.Command {
 	var cf clientFlags
+	var rf resumeFlag
 	var namespace, container string
 	var stdin, tty bool
 	c := &cobra.Command{
@@ -48,6 +49,9 @@ the gateway rejects the credentials.`,
 			return checkName("--namespace", namespace)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := rf.validate(); err != nil {
+				return err
+			}
 			token, tlsCfg, err := cf.load()
 			if err != nil {
 				return err
@@ -70,12 +74,14 @@ the gateway rejects the credentials.`,
 			}
 			ctx, cancel := a.signalContext()
 			defer cancel()
-			o := kubeclient.Options{Server: cf.server, Token: token, TLS: tlsCfg, DialTimeout: cf.dialTimeout}
+			o := kubeclient.Options{Server: cf.server, Token: token, TLS: tlsCfg, DialTimeout: cf.dialTimeout,
+				ResumeTimeout: rf.timeout, OnResumeEvent: rf.logTo(a.log, "exec")}
 			err = kubeclient.Exec(ctx, o, opts)
 			return execError(err, cf, o.RequestLine(namespace, pod, "exec"))
 		},
 	}
 	cf.register(c)
+	rf.register(c)
 	fl := c.Flags()
 	fl.StringVarP(&namespace, "namespace", "n", "default", "namespace of the pod")
 	fl.StringVarP(&container, "container", "c", "", "container name (default: the pod's default container)")

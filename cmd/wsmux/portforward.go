@@ -12,6 +12,7 @@ import (
 
 func newPortForwardCmd(a *app) *cobra.Command {
 	var cf clientFlags
+	var rf resumeFlag
 	var namespace string
 	var addresses []string
 	c := &cobra.Command{
@@ -50,13 +51,17 @@ credentials.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := rf.validate(); err != nil {
+				return err
+			}
 			token, tlsCfg, err := cf.load()
 			if err != nil {
 				return err
 			}
 			ctx, cancel := a.signalContext()
 			defer cancel()
-			o := kubeclient.Options{Server: cf.server, Token: token, TLS: tlsCfg, DialTimeout: cf.dialTimeout}
+			o := kubeclient.Options{Server: cf.server, Token: token, TLS: tlsCfg, DialTimeout: cf.dialTimeout,
+				ResumeTimeout: rf.timeout, OnResumeEvent: rf.logTo(a.log, "port-forward")}
 			err = kubeclient.PortForward(ctx, o,
 				kubeclient.PortForwardOptions{
 					Namespace: namespace, Pod: args[0], Addresses: addresses, Ports: args[1:],
@@ -69,6 +74,7 @@ credentials.`,
 		},
 	}
 	cf.register(c)
+	rf.register(c)
 	c.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of the pod")
 	c.Flags().StringSliceVar(&addresses, "address", []string{"127.0.0.1"}, "local addresses to listen on, comma-separated")
 	return c

@@ -142,6 +142,7 @@ func readTokens(path string) ([]string, error) {
 
 func newTunnelServeCmd(a *app) *cobra.Command {
 	var sf serverFlags
+	var rf resumeFlag
 	var allow []string
 	var dialTimeout time.Duration
 	var lf limitFlags
@@ -174,6 +175,9 @@ for --shutdown-timeout, then close what is left.`,
 			if err := lf.validate(); err != nil {
 				return err
 			}
+			if err := rf.validate(); err != nil {
+				return err
+			}
 			if err := sf.validate(); err != nil {
 				return err
 			}
@@ -183,12 +187,13 @@ for --shutdown-timeout, then close what is left.`,
 			}
 			mc := &mux.Config{MaxStreams: lf.streams, CloseTimeout: drainBound(sf.shutdownTimeout)}
 			srv, err := tunnel.NewServer(tunnel.ServerConfig{
-				Allow:       allow,
-				Auth:        auth.New(tokens, nil),
-				DialTimeout: dialTimeout,
-				Mux:         mc,
-				Limits:      lf.limits(),
-				Logger:      a.log,
+				Allow:         allow,
+				Auth:          auth.New(tokens, nil),
+				DialTimeout:   dialTimeout,
+				Mux:           mc,
+				Limits:        lf.limits(),
+				Logger:        a.log,
+				ResumeTimeout: rf.timeout,
 			})
 			if err != nil {
 				return usageErrorf("%v", err)
@@ -202,6 +207,7 @@ for --shutdown-timeout, then close what is left.`,
 	c.Flags().StringSliceVar(&allow, "allow", nil, "targets that may be dialled, HOST:PORT, comma-separated or repeated (required)")
 	c.Flags().DurationVar(&dialTimeout, "dial-timeout", 10*time.Second, "timeout of each target dial")
 	lf.register(c, true)
+	rf.registerServer(c)
 	return c
 }
 
@@ -271,6 +277,7 @@ func (f *clientFlags) load() (string, *tls.Config, error) {
 
 func newTunnelForwardCmd(a *app) *cobra.Command {
 	var cf clientFlags
+	var rf resumeFlag
 	var drain time.Duration
 	c := &cobra.Command{
 		Use:   "forward --server URL --token-file FILE [BIND:]LOCALPORT:HOST:PORT...",
@@ -296,13 +303,16 @@ Runs until SIGINT or SIGTERM; open connections then get --drain-timeout.`,
 			if drain <= 0 {
 				return usageErrorf("--drain-timeout %s: want a positive duration, for example 10s", drain)
 			}
+			if err := rf.validate(); err != nil {
+				return err
+			}
 			token, tlsCfg, err := cf.load()
 			if err != nil {
 				return err
 			}
 			f, err := tunnel.NewForwarder(tunnel.ClientConfig{
 				Server: cf.server, Token: token, TLS: tlsCfg, DialTimeout: cf.dialTimeout, DrainTimeout: drain,
-				Abort: a.aborted(), Logger: a.log,
+				ResumeTimeout: rf.timeout, Abort: a.aborted(), Logger: a.log,
 			}, fws)
 			if err != nil {
 				return usageErrorf("%v", err)
@@ -323,6 +333,7 @@ Runs until SIGINT or SIGTERM; open connections then get --drain-timeout.`,
 		},
 	}
 	cf.register(c)
+	rf.register(c)
 	c.Flags().DurationVar(&drain, "drain-timeout", 10*time.Second, "on SIGINT/SIGTERM: how long open connections may finish (a second signal aborts them at once)")
 	return c
 }

@@ -35,12 +35,19 @@ type Options struct {
 	TLS *tls.Config
 	// DialTimeout bounds connecting to the server (TCP and TLS); 0: none.
 	DialTimeout time.Duration
+	// ResumeTimeout > 0 offers session resumption: when the connection
+	// drops, a server that supports it keeps the session for this long
+	// while the client redials (docs/spec/wsmux-resume-v1.md). 0: off.
+	ResumeTimeout time.Duration
+	// OnResumeEvent receives the drops and resumes (to log them).
+	OnResumeEvent func(wsmuxhttpstream.ResumeEvent)
 }
 
 // roundTrippers returns the HTTP round tripper (with the bearer token) and
 // the upgrader that owns the connection it dials: one pair per connection.
 func (o Options) roundTrippers() (http.RoundTripper, *wsmuxhttpstream.RoundTripper, error) {
-	rt, err := wsmuxhttpstream.NewRoundTripperWithConfig(wsmuxhttpstream.RoundTripperConfig{TLS: o.TLS})
+	rt, err := wsmuxhttpstream.NewRoundTripperWithConfig(wsmuxhttpstream.RoundTripperConfig{TLS: o.TLS,
+		Resume: o.ResumeTimeout > 0, ResumeTimeout: o.ResumeTimeout, OnResumeEvent: o.OnResumeEvent})
 	if err != nil {
 		return nil, nil, err
 	}

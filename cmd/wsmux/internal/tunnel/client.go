@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/internal/resumedial"
 	"github.com/wsmux/wsmux/mux"
 )
 
@@ -102,6 +103,11 @@ type ClientConfig struct {
 	// DrainTimeout bounds how long Run waits, after its context ended, for
 	// open connections to finish (default 10 s).
 	DrainTimeout time.Duration
+	// ResumeTimeout > 0 offers session resumption: when the connection
+	// drops, a server that supports it keeps the session while the
+	// Forwarder redials for this long, and the tunnelled connections go on
+	// with nothing lost (a log line on each drop and resume). 0: off.
+	ResumeTimeout time.Duration
 	// Abort, when closed during that drain (a second SIGINT or SIGTERM),
 	// makes Run abort the open connections at once.
 	Abort  <-chan struct{}
@@ -209,9 +215,24 @@ func (f *Forwarder) session(ctx context.Context) (*mux.Session, error) {
 	if f.cfg.Token != "" {
 		d.Header.Set("Authorization", "Bearer "+f.cfg.Token)
 	}
+	u := f.url
+	if f.cfg.ResumeTimeout > 0 {
+		w, err := resumedial.New(f.url)
+		if err != nil {
+			return nil, err
+		}
+		w.TLS = f.cfg.TLS
+		w.OnEvent = func(e resumedial.Event) { e.Log(f.log, "tunnel") }
+		var mc mux.Config
+		if f.cfg.Mux != nil {
+			mc = *f.cfg.Mux
+		}
+		mc.Resume, mc.ResumeTimeout = true, f.cfg.ResumeTimeout
+		d.Config, d.NetDial, u = &mc, w.NetDial, w.URL()
+	}
 	dctx, cancel := context.WithTimeout(ctx, f.cfg.DialTimeout)
 	defer cancel()
-	s, err := d.Dial(dctx, f.url)
+	s, err := d.Dial(dctx, u)
 	if err != nil {
 		return nil, err
 	}

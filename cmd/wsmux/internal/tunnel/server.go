@@ -36,6 +36,10 @@ type ServerConfig struct {
 	Metrics *ops.Metrics
 	// Dial, when set, replaces net.Dialer (tests).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// ResumeTimeout > 0 offers session resumption
+	// (docs/spec/wsmux-resume-v1.md): a session whose connection drops is
+	// kept this long for its client to resume it, by the same caller.
+	ResumeTimeout time.Duration
 }
 
 // Server accepts tunnel sessions on DefaultPath.
@@ -101,6 +105,16 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if mc.Logger == nil {
 		mc.Logger = s.log
 	}
+	if cfg.ResumeTimeout > 0 {
+		mc.Resume, mc.ResumeTimeout = true, cfg.ResumeTimeout
+		mc.ResumeRegistry = &mux.ResumeRegistry{Identity: func(r *http.Request) string {
+			who, err := s.cfg.Auth.Authenticate(r)
+			if err != nil {
+				return ""
+			}
+			return "caller:" + who
+		}}
+	}
 	if err := mc.Validate(); err != nil {
 		return nil, err
 	}
@@ -136,6 +150,10 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
 		auth.Reject(w, err)
 		return
 	}
+	if s.cfg.Mux.ResumeRegistry != nil && r.Header.Get(mux.HeaderResumeToken) != "" {
+		s.serveResume(w, r, who)
+		return
+	}
 	release, err := s.lim.AcquireSession(who)
 	if err != nil {
 		var le *ops.LimitError
@@ -164,6 +182,22 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("tunnel: session ended", "remote", r.RemoteAddr, "caller", who, "reason", sess.Err())
 		done() // after the last log line: a drain waits for this
 	}()
+}
+
+// serveResume hands a resume request to the session it names (the
+// registry answers 403, 404, 409, 429 or 503 when it cannot).
+func (s *Server) serveResume(w http.ResponseWriter, r *http.Request, who string) {
+	_, err := mux.Upgrade(w, r, s.cfg.Mux)
+	var he *mux.HandshakeError
+	switch {
+	case errors.Is(err, mux.ErrResumed):
+		s.log.Info("tunnel: session resumed", "remote", r.RemoteAddr, "caller", who)
+	case errors.As(err, &he):
+		s.m.BadRequests.WithLabelValues("resume_refused").Inc()
+		s.log.Warn("tunnel: resume refused", "remote", r.RemoteAddr, "caller", who, "status", he.StatusCode)
+	default:
+		s.log.Warn("tunnel: resume failed", "remote", r.RemoteAddr, "caller", who, "error", err)
+	}
 }
 
 // handleStream runs for every stream a client opens: it refuses targets off

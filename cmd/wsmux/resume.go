@@ -1,0 +1,38 @@
+package main
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wsmux/wsmux/internal/resumedial"
+)
+
+// resumeFlag is --resume-timeout of the client commands: session
+// resumption (docs/spec/wsmux-resume-v1.md), offered to the server and in
+// effect when it supports it.
+type resumeFlag struct{ timeout time.Duration }
+
+func (f *resumeFlag) register(c *cobra.Command) {
+	c.Flags().DurationVar(&f.timeout, "resume-timeout", 30*time.Second,
+		"when the connection drops, how long to keep redialling to resume the session where it stopped (with a server that supports resumption; 0 turns it off)")
+}
+
+func (f *resumeFlag) validate() error {
+	if f.timeout < 0 {
+		return usageErrorf("--resume-timeout %s: want a duration of 0 (off) or more, for example 30s", f.timeout)
+	}
+	return nil
+}
+
+// logTo returns the event handler that logs drops and resumes to l.
+func (f *resumeFlag) logTo(l *slog.Logger, prefix string) func(resumedial.Event) {
+	return func(e resumedial.Event) { e.Log(l, prefix) }
+}
+
+// registerServer registers --resume-timeout on a server command.
+func (f *resumeFlag) registerServer(c *cobra.Command) {
+	c.Flags().DurationVar(&f.timeout, "resume-timeout", 30*time.Second,
+		"how long a session whose connection dropped is kept for its client to resume it (same caller, single-use token; 0 turns resumption off)")
+}
