@@ -331,6 +331,10 @@ const directWriteMax = 4 << 10
 // written, and the write is small, the calling goroutine lays out and
 // writes the batch itself; otherwise it wakes the writer.
 func (s *Session) kick(n int) {
+	if s.ev != nil {
+		s.ev.kick(n) // the event loop's own direct write
+		return
+	}
 	if n > directWriteMax || !s.takeWriter() {
 		s.wakeWriter()
 		s.unlock()

@@ -73,13 +73,14 @@ type eventLoop struct {
 // defaultLoop is made by the first event-loop session; its goroutines run
 // only while sessions are registered, busy or have timers set.
 var defaultLoop = sync.OnceValues(func() (*eventLoop, error) {
-	p, err := netpoll.New()
+	pool := netpoll.NewPool(max(2*runtime.GOMAXPROCS(0), 4))
+	p, err := netpoll.New(pool)
 	if err != nil {
 		return nil, err
 	}
 	return &eventLoop{
 		poller: p,
-		pool:   netpoll.NewPool(max(2*runtime.GOMAXPROCS(0), 4)),
+		pool:   pool,
 		wheel:  netpoll.NewWheel(evTick, evSlots),
 	}, nil
 })
@@ -178,8 +179,9 @@ func (s *Session) startEventLoop(br *bufio.Reader, client bool) error {
 	return nil
 }
 
-// OnReady records the socket's readiness (the poller's goroutine).
-func (c *evConn) OnReady(e netpoll.Event) {
+// OnReady records the socket's readiness (the poller's goroutine) and
+// returns the session as the Task to run unless it is queued already.
+func (c *evConn) OnReady(e netpoll.Event) netpoll.Task {
 	var bits uint32
 	if e&netpoll.Readable != 0 {
 		bits |= evRead
@@ -187,7 +189,10 @@ func (c *evConn) OnReady(e netpoll.Event) {
 	if e&netpoll.Writable != 0 {
 		bits |= evWrite
 	}
-	c.signal(bits)
+	if c.flags.Or(bits|evQueued)&evQueued == 0 {
+		return c
+	}
+	return nil
 }
 
 func (c *evConn) onTimer() { c.signal(evTimer) }
@@ -197,6 +202,22 @@ func (c *evConn) signal(bits uint32) {
 	if c.flags.Or(bits|evQueued)&evQueued == 0 {
 		c.loop.pool.Submit(c)
 	}
+}
+
+// kick gets queued bytes moving after a Write of n bytes (s.mu held; it
+// releases it). A small Write of a session no worker holds runs the
+// session's turn on the calling goroutine: the batch goes out with no
+// handoff to a worker (as the goroutine drivers' direct writes), which
+// is most of an echo's cost on the loop. Larger ones queue the session.
+func (c *evConn) kick(n int) {
+	s := c.s
+	if n > directWriteMax || !c.flags.CompareAndSwap(0, evQueued|evWake) {
+		c.signal(evWake)
+		s.unlock()
+		return
+	}
+	s.unlock()
+	c.Run()
 }
 
 // Run is one turn of the session on a worker.

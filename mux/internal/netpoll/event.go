@@ -16,10 +16,13 @@ const (
 )
 
 // Handler receives a registration's events on the poller's goroutine. It
-// must not block nor call the Poller: it records the event and queues the
-// work (on a Pool).
+// must not block nor call the Poller: it records the event and returns the
+// Task that handles it, or nil when that Task is queued or running already.
+// The poller queues the Tasks of one wake-up on its Pool, or runs a lone
+// one itself: a single ready socket is handled with no handoff between
+// goroutines.
 type Handler interface {
-	OnReady(Event)
+	OnReady(Event) Task
 }
 
 // Errors.

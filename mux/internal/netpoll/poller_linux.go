@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 
@@ -30,7 +31,10 @@ func Supported(conn net.Conn) bool {
 // and calls their Handlers when they become readable or writable.
 type Poller struct {
 	epfd int
-	evfd int // eventfd: wakes the loop for Close and the last Remove
+	evfd int             // eventfd: wakes the loop for Close and the last Remove
+	ep   *os.File        // epfd, registered with the Go runtime's poller
+	epRC syscall.RawConn // waits for epfd's readiness as a parked goroutine
+	pool *Pool           // runs the Tasks the Handlers return
 
 	mu      sync.Mutex
 	regs    map[int32]*Registration // by descriptor
@@ -40,9 +44,10 @@ type Poller struct {
 	done    chan struct{} // closed when the loop goroutine exits (nil: none)
 }
 
-// New returns a Poller. Its goroutine starts with the first registration
-// and exits when the last one is removed.
-func New() (*Poller, error) {
+// New returns a Poller whose Handlers' Tasks run on pool. Its goroutine
+// starts with the first registration and exits when the last one is
+// removed.
+func New(pool *Pool) (*Poller, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("netpoll: epoll_create1: %w", err)
@@ -58,7 +63,23 @@ func New() (*Poller, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("netpoll: epoll_ctl: %w", err)
 	}
-	return &Poller{epfd: epfd, evfd: evfd, regs: make(map[int32]*Registration)}, nil
+	// The epoll descriptor is itself pollable: registered with the Go
+	// runtime's poller, the loop waits for it as a parked goroutine, woken
+	// by the scheduler, instead of in a blocking epoll_wait that puts a
+	// thread to sleep and wakes it (two context switches) per event.
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(evfd)
+		unix.Close(epfd)
+		return nil, fmt.Errorf("netpoll: epoll descriptor: %w", err)
+	}
+	ep := os.NewFile(uintptr(epfd), "epoll")
+	rc, err := ep.SyscallConn()
+	if err != nil {
+		ep.Close()
+		unix.Close(evfd)
+		return nil, fmt.Errorf("netpoll: epoll descriptor: %w", err)
+	}
+	return &Poller{epfd: epfd, evfd: evfd, ep: ep, epRC: rc, pool: pool, regs: make(map[int32]*Registration)}, nil
 }
 
 // Registration is one socket registered with a Poller. Its zero value is
@@ -236,7 +257,7 @@ func (p *Poller) Close() error {
 		<-done
 	}
 	unix.Close(p.evfd)
-	return unix.Close(p.epfd)
+	return p.ep.Close()
 }
 
 // loop waits for events and delivers them until the Poller is closed or
@@ -244,10 +265,20 @@ func (p *Poller) Close() error {
 func (p *Poller) loop(done chan struct{}) {
 	defer close(done)
 	var events [128]unix.EpollEvent
-	for {
-		n, err := unix.EpollWait(p.epfd, events[:], -1)
-		if err != nil && !errors.Is(err, unix.EINTR) {
+	var tasks [len(events)]Task
+	var n int
+	wait := func(fd uintptr) bool {
+		var err error
+		n, err = unix.EpollWait(int(fd), events[:], 0)
+		if err != nil {
 			n = 0
+			return !errors.Is(err, unix.EINTR) && !errors.Is(err, unix.EAGAIN)
+		}
+		return n > 0 // none: park until the runtime's poller sees epfd readable
+	}
+	for {
+		if err := p.epRC.Read(wait); err != nil {
+			n = 0 // closed under us; the checks below end the loop
 		}
 		p.mu.Lock()
 		if p.closed || len(p.regs) == 0 {
@@ -255,6 +286,7 @@ func (p *Poller) loop(done chan struct{}) {
 			p.mu.Unlock()
 			return
 		}
+		k := 0
 		for i := range n {
 			ev := &events[i]
 			if ev.Fd < 0 {
@@ -273,10 +305,28 @@ func (p *Poller) loop(done chan struct{}) {
 			if ev.Events&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 				e |= Writable
 			}
-			// Handlers only record the event and queue work: they never
-			// block, so calling them under p.mu keeps Remove's promise.
-			r.h.OnReady(e)
+			// Handlers only record the event: they never block, so
+			// calling them under p.mu keeps Remove's promise.
+			if t := r.h.OnReady(e); t != nil {
+				tasks[k] = t
+				k++
+			}
 		}
 		p.mu.Unlock()
+		if k == 0 {
+			continue
+		}
+		if k == 1 {
+			// A lone event: no other socket waits for this goroutine, so
+			// it runs the Task itself instead of handing it to a worker.
+			t := tasks[0]
+			tasks[0] = nil
+			t.Run()
+			continue
+		}
+		for i := range k {
+			p.pool.Submit(tasks[i])
+			tasks[i] = nil
+		}
 	}
 }

@@ -19,11 +19,12 @@ import (
 // chanHandler forwards events to a channel that never blocks the loop.
 type chanHandler chan Event
 
-func (c chanHandler) OnReady(e Event) {
+func (c chanHandler) OnReady(e Event) Task {
 	select {
 	case c <- e:
 	default:
 	}
+	return nil
 }
 
 func tcpConns(t *testing.T) (net.Conn, net.Conn) {
@@ -85,7 +86,7 @@ func readSome(t *testing.T, r *Registration, ev chanHandler, want int) ([]byte, 
 func TestPollerReadWrite(t *testing.T) {
 	for name, pair := range map[string]func(*testing.T) (net.Conn, net.Conn){"tcp": tcpConns, "unix": unixConns} {
 		t.Run(name, func(t *testing.T) {
-			p, err := New()
+			p, err := New(NewPool(2))
 			require.NoError(t, err)
 			defer p.Close()
 			a, b := pair(t)
@@ -136,7 +137,7 @@ func TestPollerReadWrite(t *testing.T) {
 
 // The peer's end of stream is an event, then io.EOF.
 func TestPollerEOF(t *testing.T) {
-	p, err := New()
+	p, err := New(NewPool(2))
 	require.NoError(t, err)
 	defer p.Close()
 	a, b := tcpConns(t)
@@ -155,7 +156,7 @@ func TestPollerEOF(t *testing.T) {
 // A read or write after the connection was closed fails cleanly, and
 // Remove after it does nothing harmful.
 func TestPollerClosedConn(t *testing.T) {
-	p, err := New()
+	p, err := New(NewPool(2))
 	require.NoError(t, err)
 	defer p.Close()
 	_, b := tcpConns(t)
@@ -178,7 +179,7 @@ func TestPollerSupported(t *testing.T) {
 	require.False(t, Supported(a))
 	_, tb := tcpConns(t)
 	require.False(t, Supported(tls.Server(tb, &tls.Config{})))
-	p, err := New()
+	p, err := New(NewPool(2))
 	require.NoError(t, err)
 	var r Registration
 	require.ErrorIs(t, p.Add(&r, a, make(chanHandler, 1)), ErrUnsupported)
@@ -189,7 +190,7 @@ func TestPollerSupported(t *testing.T) {
 
 // Many registrations on one poller: each gets its own bytes.
 func TestPollerMany(t *testing.T) {
-	p, err := New()
+	p, err := New(NewPool(2))
 	require.NoError(t, err)
 	defer p.Close()
 	const n = 50
@@ -211,5 +212,50 @@ func TestPollerMany(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, bytes.Equal([]byte{byte(i), byte(i)}, got))
 		regs[i].Remove()
+	}
+}
+
+// taskHandler returns itself as the Task of each event: its Run reads
+// what the socket has and reports it.
+type taskHandler struct {
+	r   Registration
+	got chan []byte
+}
+
+func (h *taskHandler) OnReady(Event) Task { return h }
+
+func (h *taskHandler) Run() {
+	buf := make([]byte, 64)
+	n, _ := h.r.Read(buf)
+	if n > 0 {
+		h.got <- buf[:n]
+	}
+}
+
+// The Tasks the Handlers return run: a lone ready socket's on the poller's
+// goroutine, those of many sockets ready at once on the Pool. Either way
+// each reads its own bytes.
+func TestPollerRunsTasks(t *testing.T) {
+	for _, n := range []int{1, 20} {
+		pool := NewPool(2)
+		p, err := New(pool)
+		require.NoError(t, err)
+		hs := make([]*taskHandler, n)
+		peers := make([]net.Conn, n)
+		for i := range hs {
+			a, b := tcpConns(t)
+			hs[i] = &taskHandler{got: make(chan []byte, 4)}
+			require.NoError(t, p.Add(&hs[i].r, b, hs[i]))
+			peers[i] = a
+		}
+		for i := range peers {
+			_, err := peers[i].Write([]byte{byte(i), 1, 2})
+			require.NoError(t, err)
+		}
+		for i := range hs {
+			require.Equal(t, []byte{byte(i), 1, 2}, <-hs[i].got)
+			hs[i].r.Remove()
+		}
+		require.NoError(t, p.Close())
 	}
 }

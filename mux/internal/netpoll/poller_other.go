@@ -12,7 +12,7 @@ func Supported(conn net.Conn) bool { return false }
 type Poller struct{}
 
 // New fails with ErrUnsupported on this system.
-func New() (*Poller, error) { return nil, ErrUnsupported }
+func New(*Pool) (*Poller, error) { return nil, ErrUnsupported }
 
 // Registration is one socket registered with a Poller.
 type Registration struct{}
