@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/mux"
 	k8shttpstream "k8s.io/streaming/pkg/httpstream"
 )
@@ -216,10 +217,19 @@ type stream struct {
 // as SPDY streams do.
 func (s *stream) Read(p []byte) (int, error) {
 	n, err := s.st.Read(p)
-	if err != nil && err != io.EOF && isEnd(err) {
+	if err != nil && err != io.EOF && isEnd(err) && !s.lost(err) {
 		err = io.EOF
 	}
 	return n, err
+}
+
+// lost reports whether err is the end of a session whose connection was
+// lost for good (a session that was suspended, then failed: its resume
+// was refused or timed out): a Read reports it, so that client-go does not take the end of the
+// output for the command's end (exit status 0).
+func (s *stream) lost(err error) bool {
+	var se *mux.SessionError
+	return errors.As(err, &se) && se.Code != frame.NoError && s.st.Session().Stats().Suspends > 0
 }
 
 func isEnd(err error) bool {

@@ -152,6 +152,7 @@ func runDemo(a *app, listen, dir, kubeconfig string, exposeShell bool) error {
 	g, err := gateway.New(gateway.Config{
 		Auth:        auth.NewWithUsers([]auth.Token{{Token: token, User: auth.User{Name: demoUser, Groups: []string{"demo-users"}}}}, nil),
 		Impersonate: true, Cluster: cl.RestConfig(), Logger: a.log, DrainTimeout: drainBound(5 * time.Second),
+		ResumeTimeout: 30 * time.Second,
 	})
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ func newGatewayCmd(a *app) *cobra.Command {
 	var reloadEvery time.Duration
 	var rf reviewFlags
 	var lf limitFlags
+	var resf resumeFlag
 	var cf controllerFlags
 	c := &cobra.Command{
 		Use:   "gateway --listen ADDR --token-file FILE [--client-ca CA] --kubeconfig FILE",
@@ -81,6 +82,9 @@ finish for --shutdown-timeout, then close what is left.`,
 				return usageErrorf("--upstream %q: want spdy or wsmux", upstream)
 			}
 			if err := lf.validate(); err != nil {
+				return err
+			}
+			if err := resf.validate(); err != nil {
 				return err
 			}
 			if err := sf.validate(); err != nil {
@@ -146,7 +150,7 @@ finish for --shutdown-timeout, then close what is left.`,
 			}
 			g, err := gateway.New(gateway.Config{
 				Auth: authn, Impersonate: impersonate, Policy: policy, Cluster: cluster, Upstream: upstream, Limits: lf.limits(),
-				DrainTimeout: drainBound(sf.shutdownTimeout), Logger: a.log, Metrics: m,
+				DrainTimeout: drainBound(sf.shutdownTimeout), ResumeTimeout: resf.timeout, Logger: a.log, Metrics: m,
 			})
 			if err != nil {
 				return usageErrorf("%v", err)
@@ -170,6 +174,7 @@ finish for --shutdown-timeout, then close what is left.`,
 	fl.StringVar(&policyFile, "policy-file", "", "YAML rules (users/groups -> namespaces, pods, subresources, containers) checked before anything goes upstream; see docs/gateway.md")
 	fl.StringVar(&upstream, "upstream", gateway.UpstreamSPDY, "protocol spoken to the cluster: spdy or wsmux")
 	lf.register(c, false)
+	resf.registerServer(c)
 	rf.register(c)
 	cf.register(c)
 	return c

@@ -69,8 +69,16 @@ type Config struct {
 	// CloseTimeout; 0 keeps its default): more than the shutdown timeout,
 	// so that the shutdown ends drains and reports what it aborted.
 	DrainTimeout time.Duration
-	Logger       *slog.Logger
-	Metrics      *ops.Metrics
+	// ResumeTimeout > 0 offers session resumption to wsmux clients
+	// (docs/spec/wsmux-resume-v1.md): when a client's connection drops,
+	// its downstream session is suspended for up to this long, the
+	// upstream connection is kept, and the client's resume (same caller)
+	// lands on the same session. A resume this gateway does not hold (a
+	// restart, another replica) is refused at once with 404 and
+	// "Wsmux-Resume: unknown". 0: off.
+	ResumeTimeout time.Duration
+	Logger        *slog.Logger
+	Metrics       *ops.Metrics
 }
 
 // Gateway is the gateway's HTTP handler.
@@ -125,6 +133,15 @@ func New(cfg Config) (*Gateway, error) {
 	g.lim = ops.NewLimiter(cfg.Limits, g.m)
 	g.muxCfg = &mux.Config{CloseTimeout: cfg.DrainTimeout}
 	g.lim.ApplyBuffer(g.muxCfg)
+	if cfg.ResumeTimeout > 0 {
+		g.muxCfg.Resume, g.muxCfg.ResumeTimeout = true, cfg.ResumeTimeout
+		// A token is bound to the caller of the upgrade that received it
+		// (serveStreaming stores it in the request's context).
+		g.muxCfg.ResumeRegistry = &mux.ResumeRegistry{Identity: func(r *http.Request) string {
+			u := callerOf(r)
+			return u.ID + "\x00" + u.Name
+		}}
+	}
 	if g.muxCfg.MaxStreams == 0 {
 		g.muxCfg.MaxStreams = mux.DefaultConfig().MaxStreams
 	}
@@ -246,6 +263,10 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+	}
+	if g.muxCfg.ResumeRegistry != nil && r.Header.Get(mux.HeaderResumeToken) != "" && wsmuxhttpstream.IsWsmuxRequest(r) {
+		g.serveResume(w, r, user, t)
+		return
 	}
 	var up k8shttpstream.ResponseUpgrader
 	var proto string

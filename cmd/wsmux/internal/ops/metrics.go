@@ -36,6 +36,9 @@ type Metrics struct {
 	// Reloads counts loads of watched files (the first one included), by
 	// file and result (success, failure: the previous contents stay).
 	Reloads *prometheus.CounterVec
+	// Resumes counts resume requests of wsmux sessions, by outcome
+	// (resumed, unknown, forbidden, conflict, rate_limited, retry, failed).
+	Resumes *prometheus.CounterVec
 
 	Sessions *Tracker
 }
@@ -63,6 +66,9 @@ func NewMetrics() *Metrics {
 		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wsmux_reloads_total", Help: "Loads of watched files (token file, policy file...), by file and result; a failure keeps the previous contents.",
 		}, []string{"file", "result"}),
+		Resumes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wsmux_resumes_total", Help: "Resume requests of suspended wsmux sessions, by outcome (resumed; unknown: 404, the session is not held here; forbidden; conflict; rate_limited; retry; failed).",
+		}, []string{"outcome"}),
 		Sessions: NewTracker(),
 	}
 	// Every label known in advance exists from the start, at 0: a
@@ -76,13 +82,16 @@ func NewMetrics() *Metrics {
 	for _, r := range []string{"bad_request", "not_allowed", "dial_failed", "rate_limited"} {
 		m.TunnelRefused.WithLabelValues(r)
 	}
+	for _, o := range []string{"resumed", "unknown", "forbidden", "conflict", "rate_limited", "retry", "failed"} {
+		m.Resumes.WithLabelValues(o)
+	}
 	for _, d := range []string{"to_target", "from_target"} {
 		m.TunnelBytes.WithLabelValues(d)
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.AuthFailures, m.BadRequests, m.TunnelRefused, m.TunnelBytes, m.Upgrades, m.Reloads,
+		m.AuthFailures, m.BadRequests, m.TunnelRefused, m.TunnelBytes, m.Upgrades, m.Reloads, m.Resumes,
 		sessionCollector{m.Sessions},
 	)
 	return m
@@ -183,4 +192,21 @@ func Value(c prometheus.Metric) float64 {
 		return m.Counter.GetValue()
 	}
 	return m.Gauge.GetValue()
+}
+
+// ResumeOutcome is the Resumes label of a resume refused with status.
+func ResumeOutcome(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "unknown"
+	case http.StatusForbidden:
+		return "forbidden"
+	case http.StatusConflict:
+		return "conflict"
+	case http.StatusTooManyRequests:
+		return "rate_limited"
+	case http.StatusServiceUnavailable:
+		return "retry"
+	}
+	return "failed"
 }

@@ -118,7 +118,7 @@ func (t *Tracker) snapshot() snapshot {
 }
 
 // Drain sends GOAWAY(NO_ERROR) to every live wsmux session (new sessions
-// are told the same as they arrive), then waits until every session has
+// are told the same as they arrive; suspended ones are closed), then waits until every session has
 // ended or ctx is done; then it closes whatever is left and waits (a few
 // seconds at most) for those to end. It reports whether the drain finished before ctx.
 func (t *Tracker) Drain(ctx context.Context) bool {
@@ -132,6 +132,12 @@ func (t *Tracker) Drain(ctx context.Context) bool {
 	}
 	t.mu.Unlock()
 	for _, s := range sess {
+		// A suspended session (resumption) cannot drain: its client's
+		// resume would have to reach this server, which stopped listening.
+		if st := s.Stats(); st.Suspends > st.Resumes {
+			_ = s.Close()
+			continue
+		}
 		_ = s.GoAway(frame.NoError)
 	}
 	if t.wait(ctx) {

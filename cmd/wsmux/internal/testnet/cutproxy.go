@@ -45,7 +45,10 @@ func NewCutProxy(t testing.TB, target string, every int64, max int) *CutProxy {
 			if err != nil {
 				return
 			}
-			u, err := net.Dial("tcp", target)
+			p.mu.Lock()
+			to := p.target
+			p.mu.Unlock()
+			u, err := net.Dial("tcp", to)
 			if err != nil {
 				_ = c.Close()
 				continue
@@ -114,6 +117,13 @@ func (p *CutProxy) resetAll() {
 		_ = c.Close()
 	}
 	p.conns = nil
+}
+
+// SetTarget makes new connections go to target (another replica).
+func (p *CutProxy) SetTarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
 }
 
 // Cut resets every connection now (counted as a cut).

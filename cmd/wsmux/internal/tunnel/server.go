@@ -191,11 +191,13 @@ func (s *Server) serveResume(w http.ResponseWriter, r *http.Request, who string)
 	var he *mux.HandshakeError
 	switch {
 	case errors.Is(err, mux.ErrResumed):
+		s.m.Resumes.WithLabelValues("resumed").Inc()
 		s.log.Info("tunnel: session resumed", "remote", r.RemoteAddr, "caller", who)
 	case errors.As(err, &he):
-		s.m.BadRequests.WithLabelValues("resume_refused").Inc()
+		s.m.Resumes.WithLabelValues(ops.ResumeOutcome(he.StatusCode)).Inc()
 		s.log.Warn("tunnel: resume refused", "remote", r.RemoteAddr, "caller", who, "status", he.StatusCode)
 	default:
+		s.m.Resumes.WithLabelValues("failed").Inc()
 		s.log.Warn("tunnel: resume failed", "remote", r.RemoteAddr, "caller", who, "error", err)
 	}
 }
