@@ -31,6 +31,15 @@ func TestSharedCap(t *testing.T) {
 			s.Note(step.id, step.at)
 		}
 		require.Equal(t, step.want, s.Limit(step.at, step.minRTT), step.name)
+		sess := s.SessionLimit(step.at, step.minRTT, 1<<20)
+		switch {
+		case step.want == 0:
+			require.Zero(t, sess, "%s: no stream cap, no session cap", step.name)
+		case step.want >= MaxWindow/2:
+			require.EqualValues(t, MaxWindow, sess, "%s: the session cap stays a window", step.name)
+		default:
+			require.Equal(t, max(2*step.want, 1<<20), sess, "%s: twice the stream cap, at least the initial window", step.name)
+		}
 	}
 	var zero SharedCap
 	zero.Note(1, 0)

@@ -82,7 +82,7 @@ type Config struct {
 	// yet written. Default 256 KiB.
 	StreamSendBuffer int
 	// SessionSendBuffer bounds the bytes of all streams queued but not yet
-	// written. Default 4 MiB.
+	// written. Default 1 MiB.
 	SessionSendBuffer int
 	// MaxBatch bounds one WebSocket message (one write) of the writer.
 	// Default 256 KiB.
@@ -142,7 +142,7 @@ const (
 	defaultReadTimeout          = 30 * time.Second
 	defaultStallTimeout         = 2 * time.Minute
 	defaultStreamSendBuffer     = 256 << 10
-	defaultSessionSendBuffer    = 4 << 20
+	defaultSessionSendBuffer    = 1 << 20
 	defaultMaxBatch             = 256 << 10
 	defaultHandlerConcurrency   = 64
 )
