@@ -33,6 +33,19 @@
 // the others, no 16 MiB write limit, CreateStream fails at once when the
 // connection dies, SetIdleTimeout is not defeated by keepalive pings.
 //
+// Session resumption (docs/spec/wsmux-resume-v1.md) is an option on both
+// sides: RoundTripperConfig.Resume on the client (client-go's executor and
+// port-forward dialer take the round tripper unchanged), and a mux.Config
+// with Resume and a ResumeRegistry given to NewResponseUpgraderWithConfig
+// on the server. When both offer it, a dropped connection (a load balancer's
+// timeout, a proxy restart) suspends the session instead of failing it: the
+// round tripper redials the same URL with the same headers and a resume
+// token for up to ResumeTimeout, and every stream goes on with nothing lost
+// or repeated. OnResumeEvent reports each drop and resume (the adapter does
+// not log). With a server that does not offer it, nothing changes. A
+// resumable client dials through mux.Dialer (not net/http), and a resumable
+// server upgrades GET requests only.
+//
 // RoundTripperFor builds the pair from a *rest.Config in one call (TLS,
 // bearer tokens, exec plugins, proxies), as client-go's
 // transport/spdy.RoundTripperFor does for SPDY. The package examples show

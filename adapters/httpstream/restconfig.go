@@ -28,6 +28,19 @@ import (
 // round tripper. Each pair dials one connection; build a new one per
 // connection, as with SPDY.
 func RoundTripperFor(config *rest.Config) (http.RoundTripper, *RoundTripper, error) {
+	return RoundTripperForWithConfig(config, RoundTripperConfig{PingPeriod: 5 * time.Second})
+}
+
+// RoundTripperForWithConfig is RoundTripperFor with the other settings of
+// cfg (Resume, ResumeTimeout, OnResumeEvent, PingPeriod, Config); its TLS,
+// Proxier and UpgradeTransport are ignored: they come from config. For
+// session resumption:
+//
+//	rt, up, err := httpstream.RoundTripperForWithConfig(config, httpstream.RoundTripperConfig{
+//		Resume: true, PingPeriod: 5 * time.Second,
+//		OnResumeEvent: func(e httpstream.ResumeEvent) { log.Print("exec: connection ", e.Kind) },
+//	})
+func RoundTripperForWithConfig(config *rest.Config, cfg RoundTripperConfig) (http.RoundTripper, *RoundTripper, error) {
 	if config == nil {
 		return nil, nil, fmt.Errorf("wsmux RoundTripperFor: nil *rest.Config")
 	}
@@ -39,7 +52,8 @@ func RoundTripperFor(config *rest.Config) (http.RoundTripper, *RoundTripper, err
 	if config.Proxy != nil {
 		proxy = config.Proxy
 	}
-	up, err := NewRoundTripperWithConfig(RoundTripperConfig{TLS: tlsConfig, Proxier: proxy, PingPeriod: 5 * time.Second})
+	cfg.TLS, cfg.Proxier, cfg.UpgradeTransport = tlsConfig, proxy, nil
+	up, err := NewRoundTripperWithConfig(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
