@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/mux/internal/engine"
@@ -225,6 +228,44 @@ func (c *Config) withDefaults() *Config {
 		n.ResumeTimeout = defaultResumeTimeout
 	}
 	return &n
+}
+
+// sessionConfig is the last Config a session was started with and its
+// defaulted copy: sessions started with equal Configs (a server passing the
+// same one to every Upgrade) share one copy instead of holding one each.
+type sessionConfig struct {
+	given     Config
+	defaulted *Config
+}
+
+var (
+	lastSessionConfig    atomic.Pointer[sessionConfig]
+	defaultSessionConfig = sync.OnceValue(DefaultConfig)
+)
+
+// forSession returns c with its defaults applied, for a Session to keep:
+// shared, never modified. It is the copy made for the last equal Config
+// when there is one (equal in every field, the Handler, Logger and
+// ResumeRegistry being the same ones), a new copy otherwise.
+func (c *Config) forSession() *Config {
+	if c == nil {
+		return defaultSessionConfig()
+	}
+	if last := lastSessionConfig.Load(); last != nil && sameConfig(&last.given, c) {
+		return last.defaulted
+	}
+	d := c.withDefaults()
+	lastSessionConfig.Store(&sessionConfig{given: *c, defaulted: d})
+	return d
+}
+
+// sameConfig reports whether a and b hold the same bits: every value
+// field equal and every func and pointer field the same one. (Config holds
+// a func, so == does not compile; a difference in padding only makes
+// forSession copy again.)
+func sameConfig(a, b *Config) bool {
+	const n = unsafe.Sizeof(Config{})
+	return *(*[n]byte)(unsafe.Pointer(a)) == *(*[n]byte)(unsafe.Pointer(b))
 }
 
 // Validate reports the first invalid field of c after defaults are applied.

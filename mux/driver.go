@@ -67,7 +67,10 @@ func (s *Session) dispatch() {
 		s.spawnHandlers()
 	}
 	if ev&engine.EvGoAway != 0 {
-		close(s.goawayCh)
+		s.goaway = true
+		if s.goawayCh != nil {
+			close(s.goawayCh)
+		}
 	}
 	if ev&(engine.EvPong|engine.EvClosed) != 0 && s.pingDone != nil {
 		close(s.pingDone)

@@ -167,12 +167,9 @@ func (s *Session) startEventLoop(br *bufio.Reader, client bool) error {
 		c.pre = append([]byte(nil), c.pre...)
 	}
 	c.timer.Init(loop.wheel, c.onTimer)
-	// The goroutine drivers' channels: the event loop needs none of them.
-	wake, rd, wd := s.wakeCh, s.readerDone, s.writerDone
-	s.ev, s.wakeCh, s.readerDone, s.writerDone = c, nil, nil, nil
+	s.ev = c
 	if err := loop.poller.Add(&c.reg, s.conn, c); err != nil {
-		// NewSession falls back to a goroutine driver; nothing ran.
-		s.ev, s.wakeCh, s.readerDone, s.writerDone = nil, wake, rd, wd
+		s.ev = nil // NewSession falls back to a goroutine driver; nothing ran
 		return err
 	}
 	c.signal(evRead | evWake)

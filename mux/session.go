@@ -39,10 +39,11 @@ type Session struct {
 	mu       sync.Mutex
 	e        *engine.Engine
 	workers  int           // handler goroutines running
-	acceptCh chan struct{} // EvAccept
-	creditCh chan struct{} // EvCredit
+	acceptCh chan struct{} // EvAccept (made by the first AcceptStream that waits)
+	creditCh chan struct{} // EvCredit (made by the first Open that waits)
 	deadCh   chan struct{} // closed at EvClosed
-	goawayCh chan struct{} // closed at EvGoAway
+	goawayCh chan struct{} // closed at EvGoAway (made by GoAwayReceived)
+	goaway   bool          // EvGoAway came
 	pingDone chan struct{} // closed at EvPong or EvClosed (made by Ping)
 
 	// sendMu is held by whoever builds and writes a batch: the writer
@@ -93,21 +94,15 @@ func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Ses
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.forSession()
 	s := &Session{
-		cfg:        cfg,
-		conn:       conn,
-		epoch:      time.Now(),
-		wakeCh:     make(chan struct{}, 1),
-		readerDone: make(chan struct{}),
-		writerDone: make(chan struct{}),
-		done:       make(chan struct{}),
+		cfg:    cfg,
+		conn:   conn,
+		epoch:  time.Now(),
+		done:   make(chan struct{}),
+		deadCh: make(chan struct{}),
+		client: client,
 	}
-	s.acceptCh = make(chan struct{}, 1)
-	s.creditCh = make(chan struct{}, 1)
-	s.deadCh = make(chan struct{})
-	s.goawayCh = make(chan struct{})
-	s.client = client
 	drv := cfg.Driver.resolve()
 	if cfg.Resume {
 		// The connection changes on resume: the goroutine driver, over a
@@ -125,6 +120,9 @@ func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Ses
 	if evloop && s.startEventLoop(br, client) == nil {
 		return s, nil
 	}
+	s.wakeCh = make(chan struct{}, 1)
+	s.readerDone = make(chan struct{})
+	s.writerDone = make(chan struct{})
 	s.wsc = wsio.New(conn, br, client, cfg.MaxMessageSize)
 	s.leadOK = fast && wsio.Interruptible(conn)
 	s.directWrites = fast
@@ -218,9 +216,13 @@ func (s *Session) open(ctx context.Context, h http.Header) (*Stream, error) {
 			break
 		}
 		s.reclaim()
+		if s.creditCh == nil {
+			s.creditCh = make(chan struct{}, 1)
+		}
+		credit := s.creditCh
 		s.unlock()
 		select {
-		case <-s.creditCh:
+		case <-credit:
 		case <-s.deadCh:
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -259,9 +261,13 @@ func (s *Session) AcceptStream(ctx context.Context) (*Stream, error) {
 			return handle(rec), nil
 		}
 		s.reclaim()
+		if s.acceptCh == nil {
+			s.acceptCh = make(chan struct{}, 1)
+		}
+		accept := s.acceptCh
 		s.unlock()
 		select {
-		case <-s.acceptCh:
+		case <-accept:
 		case <-s.deadCh:
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -369,7 +375,17 @@ func (s *Session) CloseChan() <-chan struct{} { return s.deadCh }
 // GoAwayReceived returns a channel closed when the peer sends GOAWAY: it
 // takes no new streams from us (Open fails with ErrGoAway), while the
 // streams it named go on to their end.
-func (s *Session) GoAwayReceived() <-chan struct{} { return s.goawayCh }
+func (s *Session) GoAwayReceived() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.goawayCh == nil {
+		s.goawayCh = make(chan struct{})
+		if s.goaway {
+			close(s.goawayCh)
+		}
+	}
+	return s.goawayCh
+}
 
 // Done returns a channel closed once the session's goroutines have exited
 // and the connection is closed.
