@@ -60,6 +60,7 @@ type IdleReport struct {
 	Echo     string
 	HeapLow  uint64
 	HeapHigh uint64
+	Heap     []uint64 // the samples, one a second
 }
 
 // String formats the report as the note quotes it.
@@ -73,8 +74,12 @@ func (r IdleReport) activeString() string {
 	if r.Active == 0 {
 		return ""
 	}
-	return fmt.Sprintf("\nactive: %d sessions echoing 64 B while %d stay idle: %s\nserver heap+stack during the run: %d..%d bytes",
-		r.Active, r.Sessions-r.Active, r.Echo, r.HeapLow, r.HeapHigh)
+	var every strings.Builder
+	for i := 0; i < len(r.Heap); i += 10 {
+		fmt.Fprintf(&every, " %.1f", float64(r.Heap[i])/1e6)
+	}
+	return fmt.Sprintf("\nactive: %d sessions echoing 64 B while %d stay idle: %s\nserver heap+stack during the run: %d..%d bytes\nserver heap+stack every 10 s (MB):%s",
+		r.Active, r.Sessions-r.Active, r.Echo, r.HeapLow, r.HeapHigh, every.String())
 }
 
 // RunIdleServer serves r.Sessions sessions opened by the second process,
@@ -231,6 +236,7 @@ func activePhase(r IdleRun, rep *IdleReport, streams []*mux.Stream, stdin io.Wri
 		case <-tick.C:
 			h := memNow()
 			rep.HeapLow, rep.HeapHigh = min(rep.HeapLow, h), max(rep.HeapHigh, h)
+			rep.Heap = append(rep.Heap, h)
 		case line, ok := <-done:
 			if !ok {
 				return errors.New("bench-idle client: exited during the active phase")

@@ -58,7 +58,12 @@
 // sessions no goroutine of their own: one epoll instance, a bounded pool
 // of workers and one timer wheel serve every session of the process
 // (evloop.go), so an idle session costs only its memory; TLS and other
-// connections fall back to DriverFastPaths.
+// connections fall back to DriverFastPaths. A server holding many quiet
+// sessions sets Driver: DriverEventLoop in the Config it passes to Upgrade
+// (or to Server and NewSession for connections it upgraded itself) and
+// takes streams with Config.Handler rather than an AcceptStream loop per
+// session, so that a waiting session holds no goroutine (Example
+// (EventLoop)).
 //
 // WSMUX/1 is specified in docs/spec/wsmux-v1.md of this repository
 // (https://github.com/wsmux/wsmux/blob/main/docs/spec/wsmux-v1.md); the

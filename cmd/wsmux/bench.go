@@ -56,6 +56,7 @@ type benchFlags struct {
 	workloads  string
 	benchtime  string
 	count      int
+	idle       int // --idle-sessions: bench-idle's run instead (benchidle.go)
 }
 
 // quickBenchtime is --benchtime under --quick: every heavy workload runs
@@ -82,6 +83,9 @@ func newBenchCmdFor(f *benchFlags) *cobra.Command {
 			if help {
 				return cmd.Help()
 			}
+			if f.idle > 0 {
+				return runBenchIdle(cmd, idleOpts{sessions: f.idle, duration: time.Minute, driver: "eventloop"})
+			}
 			return runBench(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -92,6 +96,7 @@ func newBenchCmdFor(f *benchFlags) *cobra.Command {
 	fs.StringVar(&f.workloads, "workloads", "", "comma-separated `workloads`, e.g. Bulk1,Echo64 or Bulk1/dir=c2s (default all)")
 	fs.StringVar(&f.benchtime, "benchtime", "", "go test -benchtime per benchmark: 1s, 500ms, 100x (default 1s, "+quickBenchtime+" with --quick)")
 	fs.IntVar(&f.count, "count", 1, "runs of every benchmark; the tables show the median")
+	fs.IntVar(&f.idle, "idle-sessions", 0, "instead: hold this many idle sessions, clients in a second process, and report the server's memory per session (as wsmux bench-idle --sessions N)")
 	return cmd
 }
 
