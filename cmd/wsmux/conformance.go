@@ -52,7 +52,15 @@ Checks of normal stream behaviour (data, half-close, credit, drain) need an
 application that echoes every stream the runner opens and half-closes after the
 runner's FIN: say so with --echo, and give the header the streams need with
 --header (for 'wsmux tunnel serve', 'Target: HOST:PORT' of an allowed echo service).
-Checks that wait for a peer's timers (up to a minute each) run with --slow.`,
+Checks that wait for a peer's timers (up to a minute each) run with --slow.
+
+Then the checks of the resumption extension (docs/spec/wsmux-resume-v1.md,
+sections R1..R11): whether the server negotiates RESUME and gives a resume
+token, that an unknown token gets 404 and a received count out of range 409,
+and (with --echo) that a session resumes after the runner resets its TCP
+connection mid-transfer, every byte echoed once. A peer that does not
+negotiate RESUME gets SKIP for them; so does a client (--listen), since the
+runner does not resume sessions as a server.`,
 		Example: `  wsmux conformance --server http://127.0.0.1:8080 --token-file token --echo --header 'Target: 127.0.0.1:7'
   wsmux conformance --listen 127.0.0.1:9443 --echo`,
 		Args: cobra.NoArgs,

@@ -138,6 +138,9 @@ func New(rawURL string) (*Watcher, error) {
 	return w, nil
 }
 
+// Addr is the host:port the Watcher dials (unless Dial says otherwise).
+func (w *Watcher) Addr() string { return w.addr }
+
 // URL is the URL to give the mux.Dialer: ws://, the host as given.
 func (w *Watcher) URL() string { return w.wsURL }
 

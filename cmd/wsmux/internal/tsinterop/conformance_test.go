@@ -54,6 +54,30 @@ func TestConformanceTSClient(t *testing.T) {
 	if sum.Pass < 70 {
 		t.Errorf("%d checks passed, want at least 70:\n%s", sum.Pass, report.String())
 	}
+	resumeSkipped(t, sum, "the client does not negotiate RESUME")
+}
+
+// resumeSkipped checks that every resumption check ran and was SKIP, the
+// first with the reason given (the TS peers do not offer RESUME: a
+// browser cannot send the resume headers).
+func resumeSkipped(t *testing.T, sum *wireconf.Summary, why string) {
+	t.Helper()
+	n := 0
+	for _, r := range sum.Results {
+		if !strings.HasPrefix(r.Name, "resume-") {
+			continue
+		}
+		n++
+		if r.Status != "SKIP" {
+			t.Errorf("%s: %s (%s), want SKIP", r.Name, r.Status, r.Detail)
+		}
+		if r.Name == "resume-negotiated" && !strings.Contains(r.Detail, why) {
+			t.Errorf("%s: SKIP reason %q, want %q", r.Name, r.Detail, why)
+		}
+	}
+	if n != 4 {
+		t.Errorf("%d resumption checks reported, want 4", n)
+	}
 }
 
 // TestConformanceTSServer runs `wsmux conformance --server --echo` against
@@ -94,4 +118,5 @@ func TestConformanceTSServer(t *testing.T) {
 	if sum.Fail > 0 || sum.Pass < 70 {
 		t.Errorf("%d checks passed, want at least 70:\n%s", sum.Pass, report.String())
 	}
+	resumeSkipped(t, sum, "the peer does not negotiate RESUME")
 }

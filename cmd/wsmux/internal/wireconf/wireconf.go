@@ -3,7 +3,9 @@
 // testdata/vectors/conversations.json over raw WebSocket connections
 // against any WSMUX/1 endpoint, as a client against a server (Dial) or as
 // a server a client connects to (Listener), and reports PASS, FAIL or SKIP
-// per check with the section of docs/spec/wsmux-v1.md it tests.
+// per check with the section of docs/spec/wsmux-v1.md it tests. Then come
+// the checks of the resumption extension (docs/spec/wsmux-resume-v1.md,
+// sections R1..R11): SKIP for a peer that does not negotiate RESUME.
 //
 // Every conversation runs on a connection of its own. Besides the
 // conversation's own expectations the runner checks, on every frame the
@@ -140,6 +142,25 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	sum := &Summary{}
 	checked, failed := map[string]bool{}, map[string]bool{}
+	add := func(r Result) {
+		switch r.Status {
+		case "PASS":
+			sum.Pass++
+			checked[r.Section] = true
+		case "FAIL":
+			sum.Fail++
+			checked[r.Section] = true
+			failed[r.Section] = true
+		default:
+			sum.Skip++
+		}
+		sum.Results = append(sum.Results, r)
+		line := fmt.Sprintf("%-4s %-6s %-34s %s", r.Status, "§"+r.Section, r.Name, r.Rule)
+		if r.Detail != "" {
+			line += "\n     -> " + r.Detail
+		}
+		fmt.Fprintln(o.Out, line)
+	}
 	for i := range file.Conversations {
 		c := &file.Conversations[i]
 		if o.Run != nil && !o.Run.MatchString(c.Name) {
@@ -166,24 +187,12 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 				r.Status, r.Detail = "FAIL", err.Error()
 			}
 		}
-		switch r.Status {
-		case "PASS":
-			sum.Pass++
-			checked[c.Section] = true
-		case "FAIL":
-			sum.Fail++
-			checked[c.Section] = true
-			failed[c.Section] = true
-		default:
-			sum.Skip++
-		}
-		sum.Results = append(sum.Results, r)
-		line := fmt.Sprintf("%-4s %-6s %-34s %s", r.Status, "§"+r.Section, r.Name, r.Rule)
-		if r.Detail != "" {
-			line += "\n     -> " + r.Detail
-		}
-		fmt.Fprintln(o.Out, line)
+		add(r)
 	}
+	if ctx.Err() != nil {
+		return sum, ctx.Err()
+	}
+	o.runResume(ctx, client, add)
 	for sec := range checked {
 		sum.Sections = append(sum.Sections, sec)
 		if !failed[sec] {
