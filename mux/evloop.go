@@ -46,6 +46,7 @@ const (
 	evWake                      // the engine has something to send (EvSend)
 	evTimer                     // the session's timer fired
 	evKill                      // Close closed the connection
+	evHup                       // the peer closed its end or the connection failed
 )
 
 // Budgets of one run, after which a busy session goes to the back of the
@@ -78,12 +79,17 @@ var defaultLoop = sync.OnceValues(func() (*eventLoop, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &eventLoop{
+	evLoop = &eventLoop{
 		poller: p,
 		pool:   pool,
 		wheel:  netpoll.NewWheel(evTick, evSlots),
-	}, nil
+	}
+	return evLoop, nil
 })
+
+// evLoop is defaultLoop's loop once made (sessions reach it through here
+// rather than a pointer each).
+var evLoop *eventLoop
 
 // eventLoopFits reports whether conn can be served by the event loop: a
 // plain TCP or Unix socket on Linux. Other connections (TLS, whose
@@ -96,35 +102,37 @@ var readBuffers = sync.Pool{New: func() any { b := make([]byte, evReadBuffer); r
 
 // evConn is the event loop's state of one session.
 type evConn struct {
-	s      *Session
-	loop   *eventLoop
-	client bool // we mask what we send
-	reg    netpoll.Registration
-	timer  netpoll.Timer
-	flags  atomic.Uint32
+	s     *Session
+	reg   netpoll.Registration
+	timer netpoll.Timer
+	flags atomic.Uint32
 
-	// Owned by the running worker.
-	parser       wsnb.Parser
-	pre          []byte        // bytes the handshake's reader had buffered
-	started      bool          // the preface was sent
-	partialSince time.Duration // when the partial message started
+	// Owned by the running worker. (The flags are together: an idle
+	// session holds this struct, and its size class is what counts.)
+	closeEcho    ws.StatusCode
+	client       bool // we mask what we send
+	started      bool // the preface was sent
 	wasPartial   bool
 	readDone     bool // EOF, a read error, or the peer's close came
-	out          []byte
-	outBuf       *[]byte // pooled buffer out is in (nil: ctl)
-	outBatch     bool    // out is a batch: count it and confirm its ACKs when written
-	blockedSince time.Duration
+	outBatch     bool // out is a batch: count it and confirm its ACKs when written
 	blocked      bool
-	outLen       int    // payload bytes of the batch in out
-	cb           *evCtl // control frames' buffers, held only while one is due or being written
-	pong         []byte // payload of a ping to answer (in cb)
-	closeEcho    ws.StatusCode
 	closeReply   bool // the peer's close is to be answered
 	closeSent    bool
 	lingering    bool
-	lingerBy     time.Duration
 	writeFailed  bool
 	finished     bool
+	hup          bool  // evHup came: read until EOF or an error, not only until a short read
+	pongDue      bool  // a ping's payload waits in cb.pong to be answered
+	pongLen      uint8 // its length
+	parser       wsnb.Parser
+	pre          *[]byte       // bytes the handshake's reader had buffered
+	partialSince time.Duration // when the partial message started
+	out          []byte
+	outBuf       *[]byte // pooled buffer out is in (nil: ctl)
+	blockedSince time.Duration
+	outLen       int    // payload bytes of the batch in out
+	cb           *evCtl // control frames' buffers, held only while one is due or being written
+	lingerBy     time.Duration
 }
 
 // evCtl holds the control frames (pong, close) a session writes, taken
@@ -147,7 +155,7 @@ func (c *evConn) ctlBuf() *evCtl {
 
 // putCtl gives the control buffers back once nothing in them is due.
 func (c *evConn) putCtl() {
-	if c.cb != nil && c.pong == nil && !c.closeReply && (c.out == nil || c.outBatch) {
+	if c.cb != nil && !c.pongDue && !c.closeReply && (c.out == nil || c.outBatch) {
 		evCtls.Put(c.cb)
 		c.cb = nil
 	}
@@ -160,11 +168,12 @@ func (s *Session) startEventLoop(br *bufio.Reader, client bool) error {
 	if err != nil {
 		return err
 	}
-	c := &evConn{s: s, loop: loop, client: client}
+	c := &evConn{s: s, client: client}
 	c.parser.Init(client, s.cfg.MaxMessageSize)
 	if br != nil && br.Buffered() > 0 {
-		c.pre, _ = br.Peek(br.Buffered())
-		c.pre = append([]byte(nil), c.pre...)
+		pre, _ := br.Peek(br.Buffered())
+		pre = append([]byte(nil), pre...)
+		c.pre = &pre
 	}
 	c.timer.Init(loop.wheel, c.onTimer)
 	s.ev = c
@@ -186,6 +195,9 @@ func (c *evConn) OnReady(e netpoll.Event) netpoll.Task {
 	if e&netpoll.Writable != 0 {
 		bits |= evWrite
 	}
+	if e&netpoll.Hangup != 0 {
+		bits |= evHup
+	}
 	if c.flags.Or(bits|evQueued)&evQueued == 0 {
 		return c
 	}
@@ -197,7 +209,7 @@ func (c *evConn) onTimer() { c.signal(evTimer) }
 // signal marks work and queues the session unless it is queued already.
 func (c *evConn) signal(bits uint32) {
 	if c.flags.Or(bits|evQueued)&evQueued == 0 {
-		c.loop.pool.Submit(c)
+		evLoop.pool.Submit(c)
 	}
 }
 
@@ -224,7 +236,7 @@ func (c *evConn) Run() {
 		redo := c.step(bits)
 		if redo != 0 {
 			c.flags.Or(redo)
-			c.loop.pool.Submit(c) // still queued: to the back, for fairness
+			evLoop.pool.Submit(c) // still queued: to the back, for fairness
 			return
 		}
 		if c.flags.CompareAndSwap(evQueued, 0) {
@@ -232,7 +244,7 @@ func (c *evConn) Run() {
 		}
 		// Something came while it ran: go on.
 	}
-	c.loop.pool.Submit(c)
+	evLoop.pool.Submit(c)
 }
 
 // step handles what bits say and returns the bits of work left for the
@@ -246,6 +258,9 @@ func (c *evConn) step(bits uint32) uint32 {
 		return 0
 	}
 	var redo uint32
+	if bits&evHup != 0 {
+		c.hup = true
+	}
 	if bits&evRead != 0 || c.pre != nil {
 		redo |= c.read()
 	}
@@ -261,7 +276,7 @@ func (c *evConn) step(bits uint32) uint32 {
 // read reads what the socket has, up to the budget, into the parser.
 func (c *evConn) read() uint32 {
 	if c.pre != nil {
-		pre := c.pre
+		pre := *c.pre
 		c.pre = nil
 		c.consume(pre)
 	}
@@ -276,17 +291,19 @@ func (c *evConn) read() uint32 {
 		if total >= evReadBudget {
 			return evRead
 		}
-		var n int
+		var n, want int
 		var err error
 		if dst := c.parser.PayloadBuffer(); len(dst) >= evDirectRead {
 			// The rest of a large payload: straight into the message
 			// buffer, no copy through buf.
+			want = len(dst)
 			n, err = c.reg.Read(dst)
 			if n > 0 {
 				c.parser.PayloadRead(n)
 				c.consume(nil)
 			}
 		} else {
+			want = len(buf)
 			n, err = c.reg.Read(buf)
 			if n > 0 {
 				c.consume(buf[:n])
@@ -299,6 +316,13 @@ func (c *evConn) read() uint32 {
 			} else if !c.readDone {
 				c.readEnd(err)
 			}
+			break
+		}
+		if n < want && !c.hup {
+			// A short read emptied the socket: bytes that come later are
+			// a new edge, so the read that would say EAGAIN is saved (an
+			// end of stream that came with these bytes was a hangup).
+			c.parser.Idle()
 			break
 		}
 	}
@@ -322,7 +346,8 @@ func (c *evConn) consume(b []byte) {
 			c.parser.Done()
 		case wsnb.Ping:
 			if !c.closeSent {
-				c.pong = append(c.ctlBuf().pong[:0], payload...)
+				c.pongLen = uint8(copy(c.ctlBuf().pong[:], payload))
+				c.pongDue = true
 			}
 		}
 		if err != nil {
@@ -378,7 +403,7 @@ func (c *evConn) write() uint32 {
 		if c.finished {
 			return 0
 		}
-		if c.closeReply || c.pong != nil && !c.closeSent {
+		if c.closeReply || c.pongDue && !c.closeSent {
 			c.queueControl()
 			continue
 		}
@@ -483,11 +508,11 @@ func (c *evConn) writeError(code frame.ErrorCode, err error) {
 func (c *evConn) queueControl() {
 	cb := c.ctlBuf()
 	out := cb.out[:0]
-	if c.pong != nil {
-		buf := append(cb.scratch[:wsio.HeaderRoom], c.pong...)
+	if c.pongDue {
+		buf := append(cb.scratch[:wsio.HeaderRoom], cb.pong[:c.pongLen]...)
 		start := wsnb.Frame(buf, ws.OpPong, c.client)
 		out = append(out, buf[start:]...)
-		c.pong = nil
+		c.pongDue = false
 	}
 	if c.closeReply {
 		c.closeReply = false
@@ -600,7 +625,7 @@ func (c *evConn) finish() {
 	c.reg.Remove()
 	_ = s.conn.Close()
 	c.releaseOut()
-	c.pong, c.closeReply = nil, false
+	c.pongDue, c.closeReply = false, false
 	c.putCtl()
 	c.parser.Release()
 	s.mu.Lock()

@@ -43,7 +43,6 @@ type Session struct {
 	creditCh chan struct{} // EvCredit (made by the first Open that waits)
 	deadCh   chan struct{} // closed at EvClosed
 	goawayCh chan struct{} // closed at EvGoAway (made by GoAwayReceived)
-	goaway   bool          // EvGoAway came
 	pingDone chan struct{} // closed at EvPong or EvClosed (made by Ping)
 
 	// sendMu is held by whoever builds and writes a batch: the writer
@@ -74,6 +73,7 @@ type Session struct {
 	ev *evConn // the event loop's state (DriverEventLoop); nil with the other drivers
 
 	client bool
+	goaway bool     // EvGoAway came (s.mu)
 	res    *resumer // resumption (resume.go); nil when off
 
 	wakeCh     chan struct{}

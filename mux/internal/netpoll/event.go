@@ -10,9 +10,13 @@ type Event uint8
 
 // Events: the socket may have bytes (or an end, or an error) to read; its
 // send buffer may have room (or the connection failed).
+// Hangup comes with Readable when the peer closed its end or the
+// connection failed: read until io.EOF or the error, not only until a
+// short read.
 const (
 	Readable Event = 1 << iota
 	Writable
+	Hangup
 )
 
 // Handler receives a registration's events on the poller's goroutine. It

@@ -33,26 +33,25 @@ const (
 // Parser reassembles the frames of one connection's receive direction.
 // Its zero value is not usable: see NewParser.
 type Parser struct {
-	client     bool // we are the client: frames must come unmasked
+	client   bool // we are the client: frames must come unmasked
+	in       bool // h is set: its payload is being received
+	started  bool // a frame or message is partly received
+	complete bool // msg holds the message Next returned last
+	state    ws.State
+	hdr      [ws.MaxHeaderSize]byte
+	hn       int       // header bytes held in hdr
+	h        ws.Header // the frame being received, once its header is whole
+	left     int64     // payload bytes of h still to come
+	moff     int       // mask offset within h's payload
+
 	maxMessage int
+	msg        *[]byte                              // the partial message's buffer (pooled)
+	n          int                                  // message bytes held in msg
+	ctl        *[ws.MaxControlFramePayloadSize]byte // a control frame split across reads (pooled)
+	ctln       int
 
-	state ws.State
-	hdr   [ws.MaxHeaderSize]byte
-	hn    int       // header bytes held in hdr
-	h     ws.Header // the frame being received, once its header is whole
-	in    bool      // h is set: its payload is being received
-	left  int64     // payload bytes of h still to come
-	moff  int       // mask offset within h's payload
-
-	msg  *[]byte                              // the partial message's buffer (pooled)
-	n    int                                  // message bytes held in msg
-	ctl  *[ws.MaxControlFramePayloadSize]byte // a control frame split across reads (pooled)
-	ctln int
-
-	ctlOut   []byte // the last split control frame's payload
-	started  bool   // a frame or message is partly received
-	complete bool   // msg holds the message Next returned last
-	err      error
+	ctlOut []byte // the last split control frame's payload
+	err    error
 }
 
 // NewParser returns a parser for the client or the server end, bounding a
