@@ -29,6 +29,9 @@ var (
 	ErrResumeCount = errors.New("wsmux: the peer's received count is not one this session can resume from")
 	// ErrNotSuspended: Resume on a session that is not suspended.
 	ErrNotSuspended = errors.New("wsmux: the session is not suspended")
+	// ErrRetainedOverBound ends a session whose peer leaves more of our
+	// bytes unacknowledged than its windows allow (ENHANCE_YOUR_CALM).
+	ErrRetainedOverBound = errors.New("wsmux: the peer does not acknowledge what it received (RECEIVED): retained bytes over the bound")
 )
 
 // retainedMsg is a message we sent, at offset off of our sent bytes.
@@ -125,6 +128,7 @@ func (e *Engine) Resume(peerReceived uint64, now time.Duration) error {
 	}
 	if !e.rs.validCount(peerReceived) {
 		e.rs.suspended = false
+		e.stats.ResumeFailures.Add(1)
 		e.noGoAway = true
 		e.fail(frame.ProtocolError, ErrResumeCount)
 		return ErrResumeCount
@@ -291,6 +295,30 @@ func (e *Engine) countReceived(n int) {
 	if rs.ackDue() {
 		e.wake()
 	}
+	e.checkRetained()
+}
+
+// RetainedLimit returns the most bytes the session retains before it
+// ends with ENHANCE_YOUR_CALM (spec section 4). The spec's bound is the
+// peer's session window plus 64 KiB plus a message; the peer's window
+// grows by WINDOW_UPDATE past what its SETTINGS said, so the larger of
+// that and this side's own MaxSessionWindow stands for it, and the whole
+// is doubled: frame headers of small DATA frames, and a round trip of
+// acknowledgements in flight.
+func (e *Engine) RetainedLimit() int {
+	w := max(int(e.peerSessWin), e.cfg.MaxSessionWindow)
+	return 2 * (w + ackEvery + e.batchLimit())
+}
+
+// checkRetained ends the session when the peer lets more of our bytes go
+// unacknowledged than its windows allow: a peer that returns credit but
+// never sends RECEIVED would otherwise make retention grow without end.
+// It runs at every message from the peer: credit comes only in messages,
+// so retention passes the limit by at most one message's grant.
+func (e *Engine) checkRetained() {
+	if e.rs.inEffect && e.err == nil && e.rs.retained > e.RetainedLimit() {
+		e.fail(frame.EnhanceYourCalm, ErrRetainedOverBound)
+	}
 }
 
 // peerFeatures applies the peer's FEATURES setting.
@@ -313,6 +341,7 @@ func (e *Engine) resumeTick(now time.Duration) {
 	}
 	e.rs.suspended = false
 	e.noGoAway = true
+	e.stats.ResumeFailures.Add(1)
 	if e.err != nil {
 		e.flushing = false
 		return
@@ -334,6 +363,7 @@ func (e *Engine) AbandonResume(err error) {
 	}
 	e.rs.suspended = false
 	e.noGoAway = true
+	e.stats.ResumeFailures.Add(1)
 	if e.err != nil {
 		e.flushing = false
 		return

@@ -14,6 +14,7 @@ type Counters struct {
 	StreamsOpened, StreamsAccepted, ResetsLocal, ResetsRemote       atomic.Uint64
 	LeaderMessages                                                  atomic.Uint64
 	Suspends, Resumes                                               atomic.Uint64 // resumption: connections lost and resumed
+	ResumeFailures                                                  atomic.Uint64 // suspended sessions that ended without resuming
 	errors                                                          [0x16]atomic.Uint64
 	otherErrors                                                     atomic.Uint64
 }
