@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wsmux/wsmux/internal/wshandshake"
+	"github.com/wsmux/wsmux/mux/internal/engine"
 	"github.com/wsmux/wsmux/mux/internal/wsio"
 )
 
@@ -34,6 +35,30 @@ const (
 // ErrResumed is what Upgrade returns when the request resumed an existing
 // session: there is no new session to serve.
 var ErrResumed = errors.New("mux: the request resumed an existing session")
+
+// Errors that end a suspended session that did not resume. The session's
+// Err (and every stream's Read and Write) is a *SessionError wrapping one
+// of them.
+var (
+	// ErrResumeTimeout: the session was not resumed within
+	// Config.ResumeTimeout (code KEEPALIVE_TIMEOUT).
+	ErrResumeTimeout = engine.ErrResumeTimeout
+	// ErrResumeRefused (client): the server answered the resume with a
+	// status that forbids a retry: 404 (it does not hold the session:
+	// expired, restarted, another replica, or evicted), 403 (another
+	// caller's credentials) or 409. The *HandshakeError is wrapped too.
+	ErrResumeRefused = errors.New("mux: the server refused to resume the session; open a new one")
+	// ErrResumeEvicted (server): the session was suspended longest when
+	// the ResumeRegistry's MaxSuspended was reached and another session
+	// suspended.
+	ErrResumeEvicted = errors.New("mux: too many suspended sessions: this one, suspended longest, was ended")
+	// ErrRetainedOverBound: the peer left more of our bytes
+	// unacknowledged than its windows allow (ENHANCE_YOUR_CALM).
+	ErrRetainedOverBound = engine.ErrRetainedOverBound
+)
+
+// DefaultMaxSuspended is ResumeRegistry.MaxSuspended's default.
+const DefaultMaxSuspended = 1024
 
 const defaultResumeTimeout = 30 * time.Second
 
@@ -93,6 +118,7 @@ type resumer struct {
 	// set before attach starts the reader, then the reader's.
 	confirm    *ResumeRegistry
 	confirmKey [32]byte
+	suspSeq    uint64 // s.mu: the registry's number of the current suspension (server)
 }
 
 // lost is called by the reader or the writer when the connection failed
@@ -104,6 +130,9 @@ func (s *Session) lost(now time.Duration) bool {
 		return false
 	}
 	r.sc.drop()
+	if r.reg != nil {
+		r.reg.suspend(s)
+	}
 	if r.redial != nil && !r.busy {
 		r.busy = true
 		go s.redialLoop()
@@ -112,10 +141,11 @@ func (s *Session) lost(now time.Duration) bool {
 }
 
 // redialLoop redials until the session resumes, the server refuses, or the
-// resume timeout passes (the engine then ends the session).
+// resume timeout passes (the engine then ends the session). It stays in
+// charge (busy) until the session runs: a connection that drops again
+// while attach starts it finds busy set and starts no loop of its own.
 func (s *Session) redialLoop() {
 	r := s.res
-	<-s.readerDone // the old reader is gone: the received count is final
 	backoff := 50 * time.Millisecond
 	for {
 		s.mu.Lock()
@@ -124,6 +154,10 @@ func (s *Session) redialLoop() {
 			s.unlock()
 			return
 		}
+		done := s.readerDone
+		s.unlock()
+		<-done // the old reader is gone: the received count is final
+		s.mu.Lock()
 		recv := s.e.ReceivedCount()
 		tok := r.token
 		s.unlock()
@@ -152,14 +186,12 @@ func (s *Session) redialLoop() {
 			if err := s.attach(conn, br, peer); err != nil {
 				_ = conn.Close()
 			}
-			s.mu.Lock()
-			r.busy = false
-			s.unlock()
-			return
+			backoff = 50 * time.Millisecond
+			continue // resumed, or dropped again already
 		}
 		var he *HandshakeError
 		if errors.As(err, &he) && he.StatusCode != http.StatusTooManyRequests && he.StatusCode < 500 {
-			s.abandon(fmt.Errorf("mux: resume refused: %w", err))
+			s.abandon(fmt.Errorf("%w: %w", ErrResumeRefused, err))
 			return
 		}
 		t := time.NewTimer(backoff)
@@ -216,6 +248,9 @@ func (s *Session) attach(conn net.Conn, br *bufio.Reader, peer uint64) error {
 	s.wsc.SetNotify(s.wakeWriter)
 	s.wsc.SetMessageHook(s.messageHook)
 	s.readerDone = make(chan struct{})
+	if r.reg != nil {
+		r.reg.unsuspend(s)
+	}
 	s.unlock()
 	go s.readLoop()
 	return nil
@@ -232,10 +267,23 @@ type ResumeRegistry struct {
 	// MaxBadResumes bounds the resumes with unknown tokens one client
 	// address may try per 10 s; past it they get 429. Default 10.
 	MaxBadResumes int
+	// MaxSuspended bounds the suspended sessions the registry keeps (a
+	// suspended session holds its streams and retained bytes without a
+	// connection, so the server's connection limits do not count it).
+	// When one more suspends, the session suspended longest ends with
+	// ErrResumeEvicted and its client's resume gets 404: a client that
+	// comes back usually does so within seconds, so the oldest suspension
+	// is the one least likely to resume, and the session that just
+	// dropped keeps its chance. Default DefaultMaxSuspended.
+	MaxSuspended int
 
-	mu  sync.Mutex
-	m   map[[32]byte]*resumeEntry
-	bad map[string]*badCount // by client host
+	mu      sync.Mutex
+	m       map[[32]byte]*resumeEntry
+	bad     map[string]*badCount // by client host
+	susp    map[*Session]uint64  // suspended sessions, by suspension number
+	seq     uint64               // numbers suspensions
+	evicted uint64               // sessions ended by MaxSuspended
+	changed func()               // tests: called after the suspended set changed
 }
 
 // badCount counts a client's resumes with unknown tokens in a window.
@@ -340,7 +388,88 @@ func (g *ResumeRegistry) forget(s *Session) {
 			delete(g.m, k)
 		}
 	}
+	_, was := g.susp[s]
+	delete(g.susp, s)
+	hook := g.changed
 	g.mu.Unlock()
+	if was && hook != nil {
+		hook()
+	}
+}
+
+// suspend records that s suspended (s.mu held; lock order: s.mu, then
+// the registry's). Over MaxSuspended, the session suspended longest is
+// ended (by a goroutine of its own: its lock cannot be taken under s.mu).
+func (g *ResumeRegistry) suspend(s *Session) {
+	limit := g.MaxSuspended
+	if limit <= 0 {
+		limit = DefaultMaxSuspended
+	}
+	g.mu.Lock()
+	if g.susp == nil {
+		g.susp = map[*Session]uint64{}
+	}
+	if _, ok := g.susp[s]; ok {
+		g.mu.Unlock()
+		return
+	}
+	g.seq++
+	g.susp[s] = g.seq
+	s.res.suspSeq = g.seq
+	var victim *Session
+	var vseq uint64
+	if len(g.susp) > limit {
+		for v, n := range g.susp {
+			if victim == nil || n < vseq {
+				victim, vseq = v, n
+			}
+		}
+		delete(g.susp, victim)
+		g.evicted++
+	}
+	hook := g.changed
+	g.mu.Unlock()
+	if victim != nil {
+		go victim.evict(vseq)
+	}
+	if hook != nil {
+		hook()
+	}
+}
+
+// unsuspend records that s resumed (s.mu held).
+func (g *ResumeRegistry) unsuspend(s *Session) {
+	g.mu.Lock()
+	delete(g.susp, s)
+	hook := g.changed
+	g.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+}
+
+// evict ends s if it is still in the suspension numbered seq.
+func (s *Session) evict(seq uint64) {
+	s.mu.Lock()
+	if s.res.suspSeq == seq && s.e.Suspended() {
+		s.e.AbandonResume(ErrResumeEvicted)
+	}
+	s.unlock()
+}
+
+// Suspended returns how many of the registry's sessions are suspended
+// (a gauge for metrics).
+func (g *ResumeRegistry) Suspended() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.susp)
+}
+
+// Evicted returns how many suspended sessions MaxSuspended ended.
+func (g *ResumeRegistry) Evicted() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.evicted
 }
 
 // Len returns how many sessions the registry holds.

@@ -432,8 +432,10 @@ type Stats struct {
 	// no goroutine handoff between the socket and the application).
 	LeaderMessages uint64
 	// Suspends and Resumes count the connections a resumable session
-	// lost and the times it resumed on a new one (Config.Resume).
-	Suspends, Resumes uint64
+	// lost and the times it resumed on a new one (Config.Resume);
+	// ResumeFailures, the suspensions that ended the session instead
+	// (resume timeout, refused, evicted, bad count).
+	Suspends, Resumes, ResumeFailures uint64
 	// Errors counts session and stream errors by code (those we detected
 	// and those the peer reported).
 	Errors map[frame.ErrorCode]uint64
@@ -450,7 +452,8 @@ func (s *Session) Stats() Stats {
 		ResetsLocal: sc.ResetsLocal.Load(), ResetsRemote: sc.ResetsRemote.Load(),
 		LeaderMessages: sc.LeaderMessages.Load(),
 		Suspends:       sc.Suspends.Load(), Resumes: sc.Resumes.Load(),
-		Errors: sc.Errors(),
+		ResumeFailures: sc.ResumeFailures.Load(),
+		Errors:         sc.Errors(),
 	}
 }
 
