@@ -26,7 +26,7 @@ type resumeServer struct {
 	changed  chan struct{} // the registry's suspended set changed
 }
 
-func newResumeServer(t *testing.T, reg *ResumeRegistry, tune func(*Config)) *resumeServer {
+func newResumeServer(t testing.TB, reg *ResumeRegistry, tune func(*Config)) *resumeServer {
 	rs := &resumeServer{reg: reg, sessions: make(chan *Session, 16), changed: make(chan struct{}, 1)}
 	reg.changed = func() { notify(rs.changed) }
 	cfg := DefaultConfig()

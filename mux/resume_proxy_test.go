@@ -19,7 +19,7 @@ import (
 // message (a batch of WSMUX frames, so mid-frame too), or at any byte
 // (the HTTP handshake of a resume included).
 type faultProxy struct {
-	t  *testing.T
+	t  testing.TB
 	ln net.Listener
 
 	mu      sync.Mutex
@@ -39,7 +39,7 @@ type proxyConn struct {
 	par  [2]wsParser // 0: client to server, 1: server to client
 }
 
-func newFaultProxy(t *testing.T, target string) *faultProxy {
+func newFaultProxy(t testing.TB, target string) *faultProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
