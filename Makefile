@@ -21,13 +21,14 @@ EVLOOPPKGS := ./mux/ ./fuzz/... ./adapters/... ./cmd/wsmux/internal/wireconf/...
 ## tests again on the reference driver (WSMUX_DRIVER=goroutines) and on the event loop
 ## (WSMUX_DRIVER=eventloop), then
 ## without -race: the allocation tests (the race runtime makes sync.Pool drop items) and
-## the full-size integrity and slow-reader tests (256 x 4 MiB, 64 MiB), which -race slows
+## the full-size integrity and slow-reader tests (256 x 4 MiB, 64 MiB) and the resumption
+## fault-injection test (64 x 16 MiB each way through a cutting proxy), which -race slows
 ## past the time budget and so runs at reduced sizes.
 test: vet fmt-check ts-test
 	$(GO) test -race -count=1 -timeout 14m $(PKGS)
 	WSMUX_DRIVER=goroutines $(GO) test -race -count=1 -timeout 10m $(DRIVERPKGS)
 	WSMUX_DRIVER=eventloop $(GO) test -race -count=1 -timeout 10m $(EVLOOPPKGS)
-	$(GO) test -count=1 -timeout 5m -run 'Alloc|Integrity|SlowReader' $(PKGS)
+	$(GO) test -count=1 -timeout 5m -run 'Alloc|Integrity|SlowReader|ResumeFaultInjection' $(PKGS)
 	WSMUX_DRIVER=eventloop $(GO) test -count=1 -timeout 5m -run 'Alloc|IntegrityTCP|SlowReader' ./mux/
 
 ## ts-test: the TypeScript client clients/ts: npm ci (versions of package-lock.json) when the lock
