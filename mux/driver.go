@@ -45,14 +45,46 @@ func (s *Session) wakeWriter() {
 // happen: every path that called the engine while holding s.mu leaves
 // through here.
 func (s *Session) unlock() {
-	if s.e.HasEvents() {
-		s.dispatch()
+	if !s.e.HasEvents() {
+		s.mu.Unlock()
+		return
 	}
+	var later wakeList
+	s.dispatch(&later)
 	s.mu.Unlock()
+	for _, ch := range later.ch[:later.n] {
+		notify(ch)
+	}
 }
 
-// dispatch turns the engine's events into wake-ups (s.mu held).
-func (s *Session) dispatch() {
+// wakeLater is how many stream wake-ups dispatch leaves until s.mu is
+// released: a Read woken while the lock is still held would find it taken
+// and park again (one batch of DATA wakes a Read on each stream it
+// carries). The rest are sent at once.
+const wakeLater = 16
+
+// wakeList holds stream wake-ups until s.mu is released.
+type wakeList struct {
+	ch [wakeLater]chan struct{}
+	n  int
+}
+
+// add keeps ch for later if there is room, else notifies it now.
+func (w *wakeList) add(ch chan struct{}) {
+	switch {
+	case ch == nil:
+	case w.n < len(w.ch):
+		w.ch[w.n] = ch
+		w.n++
+	default:
+		notify(ch)
+	}
+}
+
+// dispatch turns the engine's events into wake-ups (s.mu held). Stream
+// wake-ups go into later while it has room, for the caller to send once
+// s.mu is released.
+func (s *Session) dispatch(later *wakeList) {
 	ev := s.e.Events()
 	if ev&engine.EvSend != 0 {
 		s.wakeWriter()
@@ -83,10 +115,14 @@ func (s *Session) dispatch() {
 		}
 		st := handle(rec)
 		if sev&engine.EvReadable != 0 {
-			st.signalRead()
+			later.add(st.rdCh)
+			later.add(st.lentCh)
+			if s.leader == st {
+				s.interruptLeader()
+			}
 		}
 		if sev&engine.EvWritable != 0 {
-			notify(st.wrCh)
+			later.add(st.wrCh)
 		}
 		if sev&engine.EvAnswered != 0 && st.ackCh != nil {
 			close(st.ackCh)
