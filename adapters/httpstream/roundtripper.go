@@ -83,7 +83,8 @@ type RoundTripperConfig struct {
 	// redials the same URL, with the same headers, for ResumeTimeout; the
 	// session then goes on where it stopped. With a server that does not,
 	// the connection behaves as without it. Config.Resume set means the
-	// same.
+	// same. Cookies the upgrade answers set (a load balancer's stickiness
+	// cookie) are sent with the resumes, so they reach the same replica.
 	Resume bool
 	// ResumeTimeout bounds each suspension (0: Config.ResumeTimeout, or
 	// mux's default, 30 s).

@@ -23,6 +23,7 @@ func newGatewayCmd(a *app) *cobra.Command {
 	var rf reviewFlags
 	var lf limitFlags
 	var resf resumeFlag
+	var aff affinityFlag
 	var cf controllerFlags
 	c := &cobra.Command{
 		Use:   "gateway --listen ADDR --token-file FILE [--client-ca CA] --kubeconfig FILE",
@@ -85,6 +86,10 @@ finish for --shutdown-timeout, then close what is left.`,
 				return err
 			}
 			if err := resf.validate(); err != nil {
+				return err
+			}
+			affinity, err := aff.cookie()
+			if err != nil {
 				return err
 			}
 			if err := sf.validate(); err != nil {
@@ -150,7 +155,7 @@ finish for --shutdown-timeout, then close what is left.`,
 			}
 			g, err := gateway.New(gateway.Config{
 				Auth: authn, Impersonate: impersonate, Policy: policy, Cluster: cluster, Upstream: upstream, Limits: lf.limits(),
-				DrainTimeout: drainBound(sf.shutdownTimeout), ResumeTimeout: resf.timeout, Logger: a.log, Metrics: m,
+				DrainTimeout: drainBound(sf.shutdownTimeout), ResumeTimeout: resf.timeout, AffinityCookie: affinity, Logger: a.log, Metrics: m,
 			})
 			if err != nil {
 				return usageErrorf("%v", err)
@@ -175,6 +180,7 @@ finish for --shutdown-timeout, then close what is left.`,
 	fl.StringVar(&upstream, "upstream", gateway.UpstreamSPDY, "protocol spoken to the cluster: spdy or wsmux")
 	lf.register(c, false)
 	resf.registerServer(c)
+	aff.register(c)
 	rf.register(c)
 	cf.register(c)
 	return c

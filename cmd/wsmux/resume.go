@@ -2,12 +2,35 @@ package main
 
 import (
 	"log/slog"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/wsmux/wsmux/internal/resumedial"
 )
+
+// affinityFlag is --affinity-cookie of the server commands.
+type affinityFlag struct{ v string }
+
+func (f *affinityFlag) register(c *cobra.Command) {
+	c.Flags().StringVar(&f.v, "affinity-cookie", "",
+		"NAME=VALUE: a cookie set on every new session's upgrade and sent back by resuming clients, for a load balancer to send resumes to this replica (docs/load-balancers.md)")
+}
+
+// cookie parses the flag (nil when not set).
+func (f *affinityFlag) cookie() (*http.Cookie, error) {
+	if f.v == "" {
+		return nil, nil
+	}
+	name, value, ok := strings.Cut(f.v, "=")
+	c := &http.Cookie{Name: name, Value: value, Path: "/", HttpOnly: true}
+	if !ok || name == "" || c.Valid() != nil {
+		return nil, usageErrorf("--affinity-cookie %q: want NAME=VALUE with a cookie name and a plain value, for example wsmux-replica=gw-0", f.v)
+	}
+	return c, nil
+}
 
 // resumeFlag is --resume-timeout of the client commands: session
 // resumption (docs/spec/wsmux-resume-v1.md), offered to the server and in

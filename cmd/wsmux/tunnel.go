@@ -143,6 +143,7 @@ func readTokens(path string) ([]string, error) {
 func newTunnelServeCmd(a *app) *cobra.Command {
 	var sf serverFlags
 	var rf resumeFlag
+	var aff affinityFlag
 	var allow []string
 	var dialTimeout time.Duration
 	var lf limitFlags
@@ -178,6 +179,10 @@ for --shutdown-timeout, then close what is left.`,
 			if err := rf.validate(); err != nil {
 				return err
 			}
+			affinity, err := aff.cookie()
+			if err != nil {
+				return err
+			}
 			if err := sf.validate(); err != nil {
 				return err
 			}
@@ -187,13 +192,14 @@ for --shutdown-timeout, then close what is left.`,
 			}
 			mc := &mux.Config{MaxStreams: lf.streams, CloseTimeout: drainBound(sf.shutdownTimeout)}
 			srv, err := tunnel.NewServer(tunnel.ServerConfig{
-				Allow:         allow,
-				Auth:          auth.New(tokens, nil),
-				DialTimeout:   dialTimeout,
-				Mux:           mc,
-				Limits:        lf.limits(),
-				Logger:        a.log,
-				ResumeTimeout: rf.timeout,
+				Allow:          allow,
+				Auth:           auth.New(tokens, nil),
+				DialTimeout:    dialTimeout,
+				Mux:            mc,
+				Limits:         lf.limits(),
+				Logger:         a.log,
+				ResumeTimeout:  rf.timeout,
+				AffinityCookie: affinity,
 			})
 			if err != nil {
 				return usageErrorf("%v", err)
@@ -208,6 +214,7 @@ for --shutdown-timeout, then close what is left.`,
 	c.Flags().DurationVar(&dialTimeout, "dial-timeout", 10*time.Second, "timeout of each target dial")
 	lf.register(c, true)
 	rf.registerServer(c)
+	aff.register(c)
 	return c
 }
 

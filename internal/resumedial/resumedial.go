@@ -25,6 +25,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -97,6 +98,13 @@ type Watcher struct {
 	// OnEvent, when set, receives every event, in order, from the
 	// goroutine that dials (it must not block for long).
 	OnEvent func(Event)
+	// Header, when set, is the request header map the mux.Dialer sends
+	// (it clones it for every redial): the cookies of every successful
+	// upgrade answer (Set-Cookie) are added to its Cookie header, so that a
+	// resume carries the affinity cookie a load balancer (AWS ALB, Google
+	// Cloud) or the server set, and lands on the same replica. Set before
+	// the first dial; not to be used by anything else meanwhile.
+	Header http.Header
 
 	addr   string // host:port to dial
 	host   string // for the TLS server name
@@ -108,6 +116,7 @@ type Watcher struct {
 	connected bool // the last upgrade succeeded
 	attempt   int
 	first     http.Header // headers of the first 101
+	cookies   []*http.Cookie
 }
 
 // New returns a Watcher for rawURL (http, https, ws or wss).
@@ -228,6 +237,9 @@ func (w *Watcher) answer(resp *http.Response, redial bool, attempt int) {
 		if w.first == nil {
 			w.first = resp.Header.Clone()
 		}
+		if w.Header != nil {
+			w.keepCookies(resp.Cookies())
+		}
 	}
 	w.mu.Unlock()
 	if !redial {
@@ -239,6 +251,36 @@ func (w *Watcher) answer(resp *http.Response, redial bool, attempt int) {
 	}
 	w.emit(Event{Kind: Refused, Attempt: attempt, Status: resp.StatusCode,
 		Unknown: resp.StatusCode == http.StatusNotFound && resp.Header.Get("Wsmux-Resume") == "unknown"})
+}
+
+// keepCookies merges set into the cookies sent with every later dial
+// (w.mu held). A cookie set again replaces the old value; one set with
+// MaxAge < 0 is dropped.
+func (w *Watcher) keepCookies(set []*http.Cookie) {
+	if len(set) == 0 {
+		return
+	}
+	if w.cookies == nil {
+		// The caller's own cookies come first and stay.
+		for _, c := range (&http.Request{Header: http.Header{"Cookie": w.Header.Values("Cookie")}}).Cookies() {
+			w.cookies = append(w.cookies, c)
+		}
+	}
+	for _, c := range set {
+		w.cookies = slices.DeleteFunc(w.cookies, func(o *http.Cookie) bool { return o.Name == c.Name })
+		if c.MaxAge >= 0 {
+			w.cookies = append(w.cookies, &http.Cookie{Name: c.Name, Value: c.Value})
+		}
+	}
+	parts := make([]string, 0, len(w.cookies))
+	for _, c := range w.cookies {
+		parts = append(parts, c.String())
+	}
+	if len(parts) == 0 {
+		w.Header.Del("Cookie")
+	} else {
+		w.Header.Set("Cookie", strings.Join(parts, "; "))
+	}
 }
 
 // maxHead bounds what a tap keeps while it waits for the end of the

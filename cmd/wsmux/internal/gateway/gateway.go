@@ -77,8 +77,13 @@ type Config struct {
 	// restart, another replica) is refused at once with 404 and
 	// "Wsmux-Resume: unknown". 0: off.
 	ResumeTimeout time.Duration
-	Logger        *slog.Logger
-	Metrics       *ops.Metrics
+	// AffinityCookie, when set, is sent (Set-Cookie) with the 101 of every
+	// new wsmux session: resumable clients send it back with their
+	// resumes, so a load balancer can route them to this replica
+	// (docs/load-balancers.md).
+	AffinityCookie *http.Cookie
+	Logger         *slog.Logger
+	Metrics        *ops.Metrics
 }
 
 // Gateway is the gateway's HTTP handler.
@@ -304,6 +309,9 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 			le.Reject(w)
 		}
 		return
+	}
+	if g.cfg.AffinityCookie != nil && proto == "wsmux" {
+		w.Header().Add("Set-Cookie", g.cfg.AffinityCookie.String())
 	}
 	log.Info("gateway: session starting")
 	start := time.Now()

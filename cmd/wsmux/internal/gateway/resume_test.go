@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -103,7 +106,11 @@ func TestResumeOnAnotherReplicaFailsFast(t *testing.T) {
 		if _, err := inW.Write(chunk); err != nil {
 			t.Fatal(err)
 		}
-		<-out.ch
+		select {
+		case <-out.ch:
+		case err := <-errc:
+			t.Fatalf("exec ended early: %v", err)
+		}
 	}
 	send()
 	proxy.Cut() // resumes on A
@@ -137,5 +144,162 @@ func TestResumeOnAnotherReplicaFailsFast(t *testing.T) {
 	}
 	if got := out.b.Len(); got != 2*len(chunk) {
 		t.Errorf("echoed %d bytes before the loss, want %d", got, 2*len(chunk))
+	}
+}
+
+// affinityProxy stands for a load balancer with cookie affinity in front
+// of replicas: a request carrying the cookie name goes to the replica its
+// value names, others go round-robin; Reset cuts every connection.
+type affinityProxy struct {
+	ln       net.Listener
+	cookie   string
+	replicas map[string]string // cookie value -> address
+	order    []string
+	mu       sync.Mutex
+	next     int
+	conns    []net.Conn
+	routed   map[string]int // replica -> connections
+	wg       sync.WaitGroup
+}
+
+func newAffinityProxy(t *testing.T, cookie string, replicas map[string]string, order []string) *affinityProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &affinityProxy{ln: ln, cookie: cookie, replicas: replicas, order: order, routed: map[string]int{}}
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Go(func() { p.serve(c) })
+		}
+	})
+	t.Cleanup(func() { _ = ln.Close(); p.reset(); p.wg.Wait() })
+	return p
+}
+
+func (p *affinityProxy) serve(c net.Conn) {
+	br := bufio.NewReader(c)
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	p.mu.Lock()
+	name := ""
+	if ck, err := req.Cookie(p.cookie); err == nil && p.replicas[ck.Value] != "" {
+		name = ck.Value
+	} else {
+		name = p.order[p.next%len(p.order)]
+		p.next++
+	}
+	p.routed[name]++
+	p.mu.Unlock()
+	u, err := net.Dial("tcp", p.replicas[name])
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns = append(p.conns, c, u)
+	p.mu.Unlock()
+	if err := req.Write(u); err != nil {
+		_ = c.Close()
+		_ = u.Close()
+		return
+	}
+	p.wg.Go(func() { _, _ = io.Copy(u, br); _ = u.Close() })
+	_, _ = io.Copy(c, u)
+	_ = c.Close()
+}
+
+func (p *affinityProxy) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.(*net.TCPConn).SetLinger(0)
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
+// TestResumeAffinityCookie: two gateway replicas set their affinity
+// cookie at the upgrade; a balancer routes requests with the cookie to
+// its replica and others round-robin. An exec (cat) survives three cuts:
+// every resume carries the cookie and lands on the replica holding the
+// session (without it, the first resume would go to the other replica
+// and get 404).
+func TestResumeAffinityCookie(t *testing.T) {
+	cl := clustertest.Start(t)
+	replica := func(name string) (*Gateway, string) {
+		g, err := New(Config{
+			Auth: auth.New([]string{callerToken}, nil), Cluster: cl.RestConfig(),
+			Logger:         slog.New(slog.NewTextHandler(testnet.LogWriter{T: t}, nil)),
+			ResumeTimeout:  time.Minute,
+			AffinityCookie: &http.Cookie{Name: "wsmux-replica", Value: name, Path: "/", HttpOnly: true},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g, strings.TrimPrefix(serveGateway(t, g).URL, "http://")
+	}
+	ga, a := replica("a")
+	gb, b := replica("b")
+	proxy := newAffinityProxy(t, "wsmux-replica", map[string]string{"a": a, "b": b}, []string{"a", "b"})
+	ev := &events{}
+	o := kubeclient.Options{Server: "http://" + proxy.ln.Addr().String(), Token: callerToken,
+		ResumeTimeout: time.Minute, OnResumeEvent: ev.add}
+	inR, inW := io.Pipe()
+	out := &chunkWriter{n: 256 << 10, next: 256 << 10, ch: make(chan struct{}, 1)}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- kubeclient.Exec(context.Background(), o, kubeclient.ExecOptions{
+			Namespace: "default", Pod: "web-0", Container: "app", Command: []string{"cat"},
+			Stdin: inR, Stdout: out, Stderr: io.Discard,
+		})
+	}()
+	chunk := bytes.Repeat([]byte("affinity cookie!"), 16<<10) // 256 KiB
+	for i := range 4 {
+		if _, err := inW.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-out.ch:
+		case err := <-errc:
+			t.Fatalf("exec ended after %d cuts: %v", i, err)
+		}
+		if i < 3 {
+			proxy.reset()
+		}
+	}
+	_ = inW.Close()
+	if err := <-errc; err != nil {
+		t.Fatalf("exec: %v", err)
+	}
+	if got := out.b.Len(); got != 4*len(chunk) {
+		t.Fatalf("echoed %d bytes, want %d", got, 4*len(chunk))
+	}
+	ev.mu.Lock()
+	var kinds []string
+	for _, e := range ev.evs {
+		kinds = append(kinds, e.Kind.String())
+	}
+	ev.mu.Unlock()
+	if got := strings.Join(kinds, ","); got != "lost,resumed,lost,resumed,lost,resumed" {
+		t.Fatalf("events %s", got)
+	}
+	if got := ops.Value(ga.Metrics().Resumes.WithLabelValues("resumed")); got != 3 {
+		t.Errorf("replica a: %v resumes, want 3", got)
+	}
+	if got := ops.Value(gb.Metrics().Resumes.WithLabelValues("unknown")); got != 0 {
+		t.Errorf("replica b: %v resumes it did not hold, want 0", got)
+	}
+	proxy.mu.Lock()
+	defer proxy.mu.Unlock()
+	if proxy.routed["a"] != 4 || proxy.routed["b"] != 0 {
+		t.Errorf("routed %v, want a:4 (the session and its 3 resumes)", proxy.routed)
 	}
 }

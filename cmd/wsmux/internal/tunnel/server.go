@@ -40,6 +40,9 @@ type ServerConfig struct {
 	// (docs/spec/wsmux-resume-v1.md): a session whose connection drops is
 	// kept this long for its client to resume it, by the same caller.
 	ResumeTimeout time.Duration
+	// AffinityCookie, when set, is sent (Set-Cookie) with the 101 of every
+	// new session, for a load balancer to route resumes to this replica.
+	AffinityCookie *http.Cookie
 }
 
 // Server accepts tunnel sessions on DefaultPath.
@@ -162,6 +165,9 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
 			le.Reject(w)
 		}
 		return
+	}
+	if s.cfg.AffinityCookie != nil {
+		w.Header().Add("Set-Cookie", s.cfg.AffinityCookie.String())
 	}
 	mc := *s.cfg.Mux
 	mc.Handler = func(st *mux.Stream) error { return s.handleStream(st, who) }
