@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/mux/internal/pool"
 )
 
 // Session resumption (docs/spec/wsmux-resume-v1.md), off unless
@@ -34,10 +35,11 @@ var (
 	ErrRetainedOverBound = errors.New("wsmux: the peer does not acknowledge what it received (RECEIVED): retained bytes over the bound")
 )
 
-// retainedMsg is a message we sent, at offset off of our sent bytes.
+// retainedMsg is a message we sent, n bytes at offset off of our sent
+// bytes; its bytes are in the retention chunks.
 type retainedMsg struct {
 	off uint64
-	b   []byte
+	n   int
 }
 
 // resumeState is the engine's resumption state.
@@ -53,7 +55,13 @@ type resumeState struct {
 	msgs     []retainedMsg // retained messages, oldest first, from head
 	head     int
 	retained int // bytes in msgs[head:]
-	free     [][]byte
+	// The retained bytes, back to back in pooled chunks of
+	// pool.ChunkSize (the receive chunks' pool): chunk i holds offsets
+	// from chunkOff+i*ChunkSize on, all full but the last. No copy of a
+	// batch allocates once the pool is warm, and memory is what is
+	// retained plus less than one chunk.
+	chunks   []*[]byte
+	chunkOff uint64
 
 	suspended   bool
 	suspendedAt time.Duration
@@ -188,15 +196,28 @@ func (rs *resumeState) ackTo(n uint64) {
 	rs.acked = n
 	for rs.head < len(rs.msgs) {
 		m := &rs.msgs[rs.head]
-		if m.off+uint64(len(m.b)) > n {
+		if m.off+uint64(m.n) > n {
 			break
 		}
-		rs.retained -= len(m.b)
-		if len(rs.free) < 4 {
-			rs.free = append(rs.free, m.b[:0])
-		}
-		*m = retainedMsg{}
+		rs.retained -= m.n
 		rs.head++
+	}
+	// Chunks wholly below the oldest retained byte go back to the pool.
+	first := rs.sent
+	if rs.head < len(rs.msgs) {
+		first = rs.msgs[rs.head].off
+	}
+	k := 0
+	for k < len(rs.chunks) && rs.chunkOff+pool.ChunkSize <= first {
+		pool.PutChunk(rs.chunks[k])
+		rs.chunks[k] = nil
+		rs.chunkOff += pool.ChunkSize
+		k++
+	}
+	if k > 0 {
+		n := copy(rs.chunks, rs.chunks[k:])
+		clear(rs.chunks[n:])
+		rs.chunks = rs.chunks[:n]
 	}
 	if rs.head == len(rs.msgs) {
 		rs.msgs, rs.head = rs.msgs[:0], 0
@@ -209,27 +230,47 @@ func (rs *resumeState) ackTo(n uint64) {
 
 // retain keeps a copy of msg, the message just laid out.
 func (rs *resumeState) retain(msg []byte) {
-	var b []byte
-	for i := len(rs.free) - 1; i >= 0; i-- {
-		if cap(rs.free[i]) >= len(msg) {
-			b = rs.free[i]
-			rs.free[i] = rs.free[len(rs.free)-1]
-			rs.free[len(rs.free)-1] = nil
-			rs.free = rs.free[:len(rs.free)-1]
-			break
-		}
+	if len(rs.chunks) == 0 {
+		rs.chunkOff = rs.sent
 	}
-	b = append(b[:0], msg...)
-	rs.msgs = append(rs.msgs, retainedMsg{off: rs.sent, b: b})
+	rs.msgs = append(rs.msgs, retainedMsg{off: rs.sent, n: len(msg)})
 	rs.retained += len(msg)
 	rs.sent += uint64(len(msg))
+	for len(msg) > 0 {
+		var c *[]byte
+		if k := len(rs.chunks); k > 0 && len(*rs.chunks[k-1]) < pool.ChunkSize {
+			c = rs.chunks[k-1]
+		} else {
+			c = pool.GetChunk()
+			rs.chunks = append(rs.chunks, c)
+		}
+		n := min(len(msg), pool.ChunkSize-len(*c))
+		*c = append(*c, msg[:n]...)
+		msg = msg[n:]
+	}
+}
+
+// appendRetained appends the n retained bytes at offset off.
+func (rs *resumeState) appendRetained(dst []byte, off uint64, n int) []byte {
+	rel := off - rs.chunkOff
+	i, at := int(rel/pool.ChunkSize), int(rel%pool.ChunkSize)
+	for n > 0 {
+		c := *rs.chunks[i]
+		k := min(n, len(c)-at)
+		dst = append(dst, c[at:at+k]...)
+		n -= k
+		i, at = i+1, 0
+	}
+	return dst
 }
 
 // dropRetention ends retention: the peer does not resume.
 func (rs *resumeState) dropRetention() {
 	rs.on = false
-	clear(rs.msgs)
-	rs.msgs, rs.head, rs.retained, rs.free = nil, 0, 0, nil
+	for _, c := range rs.chunks {
+		pool.PutChunk(c)
+	}
+	rs.msgs, rs.head, rs.retained, rs.chunks = nil, 0, 0, nil
 }
 
 // replaying reports whether retained messages wait to be sent again.
@@ -243,8 +284,8 @@ func (rs *resumeState) ackDue() bool { return rs.inEffect && rs.recv-rs.ackSent 
 func (rs *resumeState) appendReplay(dst []byte) []byte {
 	for _, m := range rs.msgs[rs.head:] {
 		if m.off == rs.replayOff {
-			rs.replayOff += uint64(len(m.b))
-			return append(dst, m.b...)
+			rs.replayOff += uint64(m.n)
+			return rs.appendRetained(dst, m.off, m.n)
 		}
 	}
 	rs.replayOff = rs.replayEnd // cannot happen: Resume checked the count
