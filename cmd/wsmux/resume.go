@@ -27,7 +27,7 @@ func (f *affinityFlag) cookie() (*http.Cookie, error) {
 	name, value, ok := strings.Cut(f.v, "=")
 	c := &http.Cookie{Name: name, Value: value, Path: "/", HttpOnly: true}
 	if !ok || name == "" || c.Valid() != nil {
-		return nil, usageErrorf("--affinity-cookie %q: want NAME=VALUE with a cookie name and a plain value, for example wsmux-replica=gw-0", f.v)
+		return nil, usageErrorf("--affinity-cookie %q: want NAME=VALUE with a cookie name and a plain value, for example wsmux_replica=gw-0", f.v)
 	}
 	return c, nil
 }
