@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -14,12 +15,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gobwas/ws"
+
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/clustertest"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/kubeclient"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
+	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/internal/resumedial"
+	"github.com/wsmux/wsmux/internal/wshandshake"
+	"github.com/wsmux/wsmux/mux"
 )
 
 // resumeGateway is a gateway with resumption on in front of cl.
@@ -301,5 +307,76 @@ func TestResumeAffinityCookie(t *testing.T) {
 	defer proxy.mu.Unlock()
 	if proxy.routed["a"] != 4 || proxy.routed["b"] != 0 {
 		t.Errorf("routed %v, want a:4 (the session and its 3 resumes)", proxy.routed)
+	}
+}
+
+// TestResumeOtherCallerRefused: a session's resume token presented by
+// another caller (another valid token) gets 403, counted as forbidden.
+func TestResumeOtherCallerRefused(t *testing.T) {
+	cl := clustertest.Start(t)
+	g, err := New(Config{
+		Auth: auth.New([]string{"token-a", "token-b"}, nil), Cluster: cl.RestConfig(),
+		Logger:        slog.New(slog.NewTextHandler(testnet.LogWriter{T: t}, nil)),
+		ResumeTimeout: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serveGateway(t, g)
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/v1/namespaces/default/pods/web-0/portforward"
+	hdr := func(token string) http.Header {
+		return http.Header{"Authorization": {"Bearer " + token}, "X-Stream-Protocol-Version": {"portforward.k8s.io"}}
+	}
+	ctx := context.Background()
+	conn, br, h, err := wshandshake.Dial(ctx, url, wshandshake.DialOptions{Header: hdr("token-a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := h.Get(mux.HeaderResumeToken)
+	if tok == "" {
+		t.Fatal("no resume token in the gateway's 101")
+	}
+	// Resumption is in effect once both SETTINGS offered it: ours, then
+	// the gateway's arrives.
+	var set frame.Settings
+	_ = set.Set(frame.SettingFeatures, frame.FeatureResume)
+	if err := ws.WriteFrame(conn, ws.MaskFrame(ws.NewBinaryFrame(frame.AppendSettings(nil, &set)))); err != nil {
+		t.Fatal(err)
+	}
+	if br == nil {
+		br = bufio.NewReader(conn)
+	}
+	f, err := ws.ReadFrame(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fh, err := frame.ParseHeader(f.Payload); err != nil || fh.Type != frame.TypeSettings {
+		t.Fatalf("the gateway's first frame: %+v, %v; want SETTINGS", fh, err)
+	}
+	_ = conn.Close() // dropped: the gateway suspends the session
+	resume := func(token string) (net.Conn, http.Header, error) {
+		h := hdr(token)
+		h.Set(mux.HeaderResumeToken, tok)
+		h.Set(mux.HeaderResumeReceived, "0")
+		c, _, rh, err := wshandshake.Dial(ctx, url, wshandshake.DialOptions{Header: h})
+		return c, rh, err
+	}
+	// 503: the session is still starting or being suspended; retried as
+	// the spec says.
+	retrying := func(token string) (c net.Conn, rh http.Header, err error) {
+		var he *mux.HandshakeError
+		for {
+			c, rh, err = resume(token)
+			if !errors.As(err, &he) || he.StatusCode != http.StatusServiceUnavailable {
+				return c, rh, err
+			}
+		}
+	}
+	var he *mux.HandshakeError
+	if _, _, err = retrying("token-b"); !errors.As(err, &he) || he.StatusCode != http.StatusForbidden {
+		t.Fatalf("another caller's resume: %v, want 403", err)
+	}
+	if got := ops.Value(g.Metrics().Resumes.WithLabelValues("forbidden")); got != 1 {
+		t.Errorf("%v forbidden resumes counted, want 1", got)
 	}
 }
