@@ -191,3 +191,25 @@ func TestPortForwardThroughGatewaySurvivesCuts(t *testing.T) {
 		t.Errorf("%d resume log lines, want 3:\n%s", n, logs)
 	}
 }
+
+// TestResumeFlagsUsage: bad --resume-timeout and --affinity-cookie values
+// are usage errors that name the flag, found before anything connects.
+func TestResumeFlagsUsage(t *testing.T) {
+	tokens := writeFile(t, "tokens", "secret-1\n")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exec", "--server", "http://127.0.0.1:1", "--token-file", tokens, "--resume-timeout", "-1s", "pod", "--", "true"}, "--resume-timeout"},
+		{[]string{"port-forward", "--server", "http://127.0.0.1:1", "--token-file", tokens, "--resume-timeout", "-1s", "pod", "80"}, "--resume-timeout"},
+		{[]string{"tunnel", "forward", "--server", "http://127.0.0.1:1", "--token-file", tokens, "--resume-timeout", "-5s", "0:127.0.0.1:7"}, "--resume-timeout"},
+		{[]string{"tunnel", "serve", "--allow", "127.0.0.1:7", "--token-file", tokens, "--affinity-cookie", "no-equals"}, "--affinity-cookie"},
+		{[]string{"tunnel", "serve", "--allow", "127.0.0.1:7", "--token-file", tokens, "--affinity-cookie", "bad name=v"}, "--affinity-cookie"},
+		{[]string{"tunnel", "serve", "--allow", "127.0.0.1:7", "--token-file", tokens, "--resume-timeout", "-1s"}, "--resume-timeout"},
+	} {
+		code, _, errOut := invoke(context.Background(), nil, tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d naming %s", tc.args, code, errOut, exitUsage, tc.want)
+		}
+	}
+}
