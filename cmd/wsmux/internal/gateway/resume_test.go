@@ -303,6 +303,9 @@ func TestResumeAffinityCookie(t *testing.T) {
 	if got := ops.Value(gb.Metrics().Resumes.WithLabelValues("unknown")); got != 0 {
 		t.Errorf("replica b: %v resumes it did not hold, want 0", got)
 	}
+	if s, r := gathered(t, ga, "wsmux_suspensions_total", "suspended"), gathered(t, ga, "wsmux_suspensions_total", "resumed"); s != 3 || r != 3 {
+		t.Errorf("replica a: wsmux_suspensions_total suspended %v, resumed %v; want 3 and 3", s, r)
+	}
 	proxy.mu.Lock()
 	defer proxy.mu.Unlock()
 	if proxy.routed["a"] != 4 || proxy.routed["b"] != 0 {
@@ -379,4 +382,26 @@ func TestResumeOtherCallerRefused(t *testing.T) {
 	if got := ops.Value(g.Metrics().Resumes.WithLabelValues("forbidden")); got != 1 {
 		t.Errorf("%v forbidden resumes counted, want 1", got)
 	}
+}
+
+// gathered returns the value of the series of g's metric name whose only
+// label has value v.
+func gathered(t *testing.T, g *Gateway, name, v string) float64 {
+	t.Helper()
+	mfs, err := g.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == v {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s{%s}", name, v)
+	return 0
 }

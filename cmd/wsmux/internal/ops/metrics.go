@@ -123,6 +123,8 @@ var (
 	descStreamsTotal   = prometheus.NewDesc("wsmux_streams_total", "wsmux streams, by who opened them (local, remote).", []string{"opened_by"}, nil)
 	descBytes          = prometheus.NewDesc("wsmux_bytes_total", "wsmux WebSocket payload bytes, by direction (in, out).", []string{"direction"}, nil)
 	descResets         = prometheus.NewDesc("wsmux_stream_resets_total", "wsmux RST_STREAM frames, by direction (sent, received).", []string{"direction"}, nil)
+	descSuspended      = prometheus.NewDesc("wsmux_sessions_suspended", "Live wsmux sessions whose connection dropped, waiting for their client to resume them.", nil, nil)
+	descSuspends       = prometheus.NewDesc("wsmux_suspensions_total", "Connections lost by resumable wsmux sessions (each suspended the session), and the resumes that followed, by event (suspended, resumed).", []string{"event"}, nil)
 	descErrors         = prometheus.NewDesc("wsmux_errors_total", "wsmux session and stream errors by code (protocol errors, timeouts, resets with a code; detected here or reported by the peer).", []string{"code"}, nil)
 )
 
@@ -131,7 +133,7 @@ var (
 type sessionCollector struct{ t *Tracker }
 
 func (c sessionCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessionsActive, descSessionsTotal, descStreamsActive, descStreamsTotal, descBytes, descResets, descErrors} {
+	for _, d := range []*prometheus.Desc{descSessionsActive, descSessionsTotal, descStreamsActive, descStreamsTotal, descBytes, descResets, descSuspended, descSuspends, descErrors} {
 		ch <- d
 	}
 }
@@ -149,6 +151,9 @@ func (c sessionCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(snap.stats.BytesOut), "out")
 	ch <- prometheus.MustNewConstMetric(descResets, prometheus.CounterValue, float64(snap.stats.ResetsLocal), "sent")
 	ch <- prometheus.MustNewConstMetric(descResets, prometheus.CounterValue, float64(snap.stats.ResetsRemote), "received")
+	ch <- prometheus.MustNewConstMetric(descSuspended, prometheus.GaugeValue, float64(snap.suspended))
+	ch <- prometheus.MustNewConstMetric(descSuspends, prometheus.CounterValue, float64(snap.stats.Suspends), "suspended")
+	ch <- prometheus.MustNewConstMetric(descSuspends, prometheus.CounterValue, float64(snap.stats.Resumes), "resumed")
 	for code := frame.NoError + 1; code <= frame.MemoryLimit; code++ {
 		if name := code.String(); !strings.HasPrefix(name, "UNKNOWN_") {
 			ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, float64(snap.stats.Errors[code]), name)
@@ -173,6 +178,8 @@ func addStats(a *mux.Stats, b mux.Stats) {
 	a.StreamsAccepted += b.StreamsAccepted
 	a.ResetsLocal += b.ResetsLocal
 	a.ResetsRemote += b.ResetsRemote
+	a.Suspends += b.Suspends
+	a.Resumes += b.Resumes
 	if a.Errors == nil {
 		a.Errors = map[frame.ErrorCode]uint64{}
 	}

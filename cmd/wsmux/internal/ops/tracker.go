@@ -96,6 +96,7 @@ func (t *Tracker) Len() int {
 type snapshot struct {
 	active, total map[string]uint64
 	streamsActive int
+	suspended     int // live sessions whose connection dropped
 	stats         mux.Stats
 }
 
@@ -110,17 +111,21 @@ func (t *Tracker) snapshot() snapshot {
 	for e := range t.live {
 		s.active[e.proto]++
 		if e.sess != nil {
-			addStats(&s.stats, e.sess.Stats())
+			st := e.sess.Stats()
+			addStats(&s.stats, st)
 			s.streamsActive += e.sess.NumStreams()
+			if st.Suspends > st.Resumes {
+				s.suspended++
+			}
 		}
 	}
 	return s
 }
 
 // Drain sends GOAWAY(NO_ERROR) to every live wsmux session (new sessions
-// are told the same as they arrive; suspended ones are closed), then waits until every session has
-// ended or ctx is done; then it closes whatever is left and waits (a few
-// seconds at most) for those to end. It reports whether the drain finished before ctx.
+// are told the same as they arrive; suspended ones are closed), then
+// waits until every session has ended or ctx is done; then it closes
+// whatever is left and waits (a few seconds at most) for those to end. It reports whether the drain finished before ctx.
 func (t *Tracker) Drain(ctx context.Context) bool {
 	t.mu.Lock()
 	t.draining = true
