@@ -122,6 +122,7 @@ type evConn struct {
 	writeFailed  bool
 	finished     bool
 	hup          bool  // evHup came: read until EOF or an error, not only until a short read
+	fedSmall     bool  // this turn fed the engine a small message (see Run)
 	pongDue      bool  // a ping's payload waits in cb.pong to be answered
 	pongLen      uint8 // its length
 	parser       wsnb.Parser
@@ -239,7 +240,18 @@ func (c *evConn) Run() {
 			evLoop.pool.Submit(c) // still queued: to the back, for fairness
 			return
 		}
+		yield := c.fedSmall
+		c.fedSmall = false
 		if c.flags.CompareAndSwap(evQueued, 0) {
+			if yield {
+				// A small message most likely woke a Read waiting for it:
+				// let that goroutine run here now (it is next on this P),
+				// before this one goes back to polling. Its reply then
+				// finds the session free and goes out at once, on a warm
+				// P, instead of after a system call here or on another P
+				// that stole it.
+				runtime.Gosched()
+			}
 			return
 		}
 		// Something came while it ran: go on.
@@ -343,6 +355,7 @@ func (c *evConn) consume(b []byte) {
 				locked = true
 			}
 			s.e.Feed(payload, s.now())
+			c.fedSmall = c.fedSmall || len(payload) <= yieldMessage
 			c.parser.Done()
 		case wsnb.Ping:
 			if !c.closeSent {
