@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/mux"
 	k8shttpstream "k8s.io/streaming/pkg/httpstream"
 )
@@ -228,8 +227,8 @@ func (s *stream) Read(p []byte) (int, error) {
 // was refused or timed out): a Read reports it, so that client-go does not take the end of the
 // output for the command's end (exit status 0).
 func (s *stream) lost(err error) bool {
-	var se *mux.SessionError
-	return errors.As(err, &se) && se.Code != frame.NoError && s.st.Session().Stats().Suspends > 0
+	return errors.Is(err, mux.ErrResumeRefused) || errors.Is(err, mux.ErrResumeTimeout) ||
+		errors.Is(err, mux.ErrResumeEvicted) || errors.Is(err, mux.ErrResumeCountRefused)
 }
 
 func isEnd(err error) bool {

@@ -405,3 +405,56 @@ func gathered(t *testing.T, g *Gateway, name, v string) float64 {
 	t.Fatalf("no %s{%s}", name, v)
 	return 0
 }
+
+// TestResumeTimeoutFailsExec: the gateway becomes unreachable after a
+// cut (the balancer in front accepts and drops every connection); the
+// client redials until its resume timeout, then the exec fails with the
+// resume timeout's error (not a clean end with exit status 0).
+func TestResumeTimeoutFailsExec(t *testing.T) {
+	cl := clustertest.Start(t)
+	_, a := resumeGateway(t, cl)
+	proxy := testnet.NewCutProxy(t, strings.TrimPrefix(a.URL, "http://"), 1<<62, 0)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	_ = dead.Close() // connections to it are refused
+	ev := &events{}
+	o := kubeclient.Options{Server: "http://" + proxy.Addr, Token: callerToken,
+		ResumeTimeout: 500 * time.Millisecond, OnResumeEvent: ev.add}
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	out := &chunkWriter{n: 64 << 10, next: 64 << 10, ch: make(chan struct{}, 1)}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- kubeclient.Exec(context.Background(), o, kubeclient.ExecOptions{
+			Namespace: "default", Pod: "web-0", Container: "app", Command: []string{"cat"},
+			Stdin: inR, Stdout: out, Stderr: io.Discard,
+		})
+	}()
+	if _, err := inW.Write(bytes.Repeat([]byte("x"), 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-out.ch:
+	case err := <-errc:
+		t.Fatalf("exec ended early: %v", err)
+	}
+	proxy.SetTarget(deadAddr)
+	proxy.Cut()
+	err = <-errc
+	if !errors.Is(err, mux.ErrResumeTimeout) {
+		t.Fatalf("exec after the resume timeout: %v; want mux.ErrResumeTimeout", err)
+	}
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if len(ev.evs) == 0 || ev.evs[0].Kind != resumedial.Lost {
+		t.Fatalf("events %+v: want lost first", ev.evs)
+	}
+	for _, e := range ev.evs[1:] {
+		if e.Kind == resumedial.Resumed || e.Kind == resumedial.Lost {
+			t.Fatalf("events %+v: want only failed redials after the loss", ev.evs)
+		}
+	}
+}
