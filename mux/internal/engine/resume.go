@@ -71,6 +71,11 @@ type resumeState struct {
 	prefaceOwed bool          // AppendPreface came while suspended
 
 	suspends, resumes uint64
+
+	// connLost: a keepalive or read timeout found the connection dead
+	// while resumption is in effect; the driver takes it (TakeConnLost).
+	connLost    bool
+	connLostErr error
 }
 
 // Resumable reports whether resumption is in effect, or may be: we set
@@ -150,7 +155,10 @@ func (e *Engine) Resume(peerReceived uint64, now time.Duration) error {
 	e.stats.Resumes.Add(1)
 	// The session's timers run again as if the suspension had not lasted.
 	d := now - e.rs.suspendedAt
-	e.lastRecv += d
+	// Nothing was received on the new connection yet: the keepalive
+	// clock starts with it (a suspension the keepalive timeout caused
+	// would otherwise expire again at once).
+	e.lastRecv = now
 	e.lastSend += d
 	e.lastActivity += d
 	e.lastPingAt += d
@@ -389,6 +397,36 @@ func (e *Engine) resumeTick(now time.Duration) {
 	}
 	e.stats.CountError(frame.KeepaliveTimeout)
 	e.die(&SessionError{Code: frame.KeepaliveTimeout, Err: ErrResumeTimeout}, false, false)
+}
+
+// connTimedOut is called by Tick when a keepalive or read timeout
+// expires. With resumption in effect it is the connection that is dead
+// (a path that drops packets without a reset: a NAT entry gone, a
+// balancer that blackholes), not the session: it records that for the
+// driver, which drops the connection and suspends (TakeConnLost), and
+// reports true. Otherwise the session fails as without resumption.
+func (e *Engine) connTimedOut(err error) bool {
+	if !e.rs.inEffect {
+		return false
+	}
+	e.rs.connLost, e.rs.connLostErr = true, err
+	return true
+}
+
+// TakeConnLost reports, once, that a keepalive or read timeout found the
+// connection dead while resumption is in effect: the driver drops the
+// connection and suspends the session, or, when it cannot (no way to
+// redial or be found), calls FailConnLost.
+func (e *Engine) TakeConnLost() bool {
+	v := e.rs.connLost
+	e.rs.connLost = false
+	return v
+}
+
+// FailConnLost ends the session as the timeout would have without
+// resumption (KEEPALIVE_TIMEOUT).
+func (e *Engine) FailConnLost() {
+	e.fail(frame.KeepaliveTimeout, e.rs.connLostErr)
 }
 
 // ValidResumeCount reports whether the peer's received count n is one the

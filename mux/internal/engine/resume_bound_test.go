@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/wsmux/wsmux/frame"
 )
@@ -56,4 +57,50 @@ func TestResumeRetainedBound(t *testing.T) {
 		t.Fatalf("peak retained %d, limit %d: want just past it", peak, limit)
 	}
 	t.Logf("limit %d bytes, peak %d", limit, peak)
+}
+
+// TestResumeKeepaliveSuspends: with resumption in effect, nothing
+// received for the keepalive timeout means the connection is dead, not the
+// session: the engine reports it once (TakeConnLost) instead of failing,
+// and after a resume the keepalive clock starts again from the resume.
+// Without resumption the same timeout fails the session.
+func TestResumeKeepaliveSuspends(t *testing.T) {
+	p := newPair(t, 13, resumeConfig(), resumeConfig())
+	for range 3 {
+		p.pump(p.a)
+		p.pump(p.b)
+		p.deliver(p.b, 10)
+		p.deliver(p.a, 10)
+	}
+	ka := resumeConfig().KeepAliveTimeout
+	p.now += ka
+	p.a.e.Tick(p.now)
+	if err := p.a.e.Err(); err != nil {
+		t.Fatalf("keepalive timeout failed a resumable session: %v", err)
+	}
+	if !p.a.e.TakeConnLost() || p.a.e.TakeConnLost() {
+		t.Fatal("TakeConnLost: want true once")
+	}
+	p.cut()
+	p.now += time.Second
+	p.resume()
+	p.a.e.Tick(p.now + ka/2)
+	if p.a.e.TakeConnLost() || p.a.e.Err() != nil {
+		t.Fatalf("the keepalive timeout fired again right after the resume: %v", p.a.e.Err())
+	}
+
+	cfg := resumeConfig()
+	cfg.Resume = false
+	q := newPair(t, 13, cfg, cfg)
+	for range 3 {
+		q.pump(q.a)
+		q.pump(q.b)
+		q.deliver(q.b, 10)
+		q.deliver(q.a, 10)
+	}
+	q.now += ka
+	q.a.e.Tick(q.now)
+	if se := q.a.e.Err(); se == nil || se.Code != frame.KeepaliveTimeout || q.a.e.TakeConnLost() {
+		t.Fatalf("without resumption: %v", se)
+	}
 }

@@ -50,7 +50,10 @@ func (e *Engine) Tick(now time.Duration) {
 	}
 	if cfg.KeepAliveInterval > 0 {
 		if cfg.KeepAliveTimeout > 0 && now-e.lastRecv >= cfg.KeepAliveTimeout {
-			e.fail(frame.KeepaliveTimeout, errors.New("nothing received for the keepalive timeout"))
+			err := errors.New("nothing received for the keepalive timeout")
+			if !e.connTimedOut(err) {
+				e.fail(frame.KeepaliveTimeout, err)
+			}
 			return
 		}
 		if now-e.lastSend >= cfg.KeepAliveInterval {
@@ -62,7 +65,10 @@ func (e *Engine) Tick(now time.Duration) {
 		return
 	}
 	if cfg.ReadTimeout > 0 && e.partial && now-e.partialSince >= cfg.ReadTimeout {
-		e.fail(frame.KeepaliveTimeout, errors.New("a partly received message stalled for the read timeout"))
+		err := errors.New("a partly received message stalled for the read timeout")
+		if !e.connTimedOut(err) {
+			e.fail(frame.KeepaliveTimeout, err)
+		}
 		return
 	}
 	if cfg.StallTimeout > 0 && e.stalled && now-e.stallSince >= cfg.StallTimeout {
