@@ -251,6 +251,9 @@ func (s *Session) writeLoop() {
 			e.SetPartial(0, false)
 		}
 		e.Tick(now)
+		if e.TakeConnLost() && !s.lost(now) { // resume.go
+			e.FailConnLost()
+		}
 		b = e.AppendBatch(b, now)
 		s.acks = e.TakeAcked(s.acks[:0])
 		dead := e.Err() != nil

@@ -321,3 +321,42 @@ func TestResumeRefusedWhileSuspended(t *testing.T) {
 		t.Fatalf("server stats %+v", st)
 	}
 }
+
+// TestResumeSilentPath: the path goes silent (bytes dropped both ways,
+// no reset, no close: a NAT entry or a balancer's flow gone). With
+// resumption in effect the keepalive timeout suspends the session instead
+// of failing it; the client redials and the session resumes, a Read that
+// waited through it gets its bytes.
+func TestResumeSilentPath(t *testing.T) {
+	keepalive := func(c *Config) {
+		c.KeepAliveInterval = 50 * time.Millisecond
+		c.KeepAliveTimeout = 300 * time.Millisecond
+	}
+	rs := newResumeServer(t, &ResumeRegistry{}, keepalive)
+	p := newFaultProxy(t, rs.host())
+	c := dialResume(t, "ws://"+p.addr()+"/", "", keepalive)
+	resumeEcho(t, c, "before")
+	ss := <-rs.sessions
+	st, err := c.Open(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.blackhole()
+	if _, err := st.Write([]byte("through the silence")); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.CloseWrite()
+	b, err := io.ReadAll(st)
+	if err != nil || string(b) != "through the silence" {
+		t.Fatalf("echo %q, %v", b, err)
+	}
+	if cs := c.Stats(); cs.Suspends == 0 || cs.Resumes != cs.Suspends || cs.ResumeFailures != 0 {
+		t.Fatalf("client: %d suspensions, %d resumes, %d failures", cs.Suspends, cs.Resumes, cs.ResumeFailures)
+	}
+	if err := ss.Err(); err != nil {
+		t.Fatalf("server session: %v", err)
+	}
+	if st := ss.Stats(); st.Resumes == 0 || st.ResumeFailures != 0 {
+		t.Fatalf("server: %d resumes, %d failures", st.Resumes, st.ResumeFailures)
+	}
+}

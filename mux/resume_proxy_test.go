@@ -34,9 +34,10 @@ type faultProxy struct {
 
 // proxyConn is one client connection and its upstream.
 type proxyConn struct {
-	c, u net.Conn
-	dead bool
-	par  [2]wsParser // 0: client to server, 1: server to client
+	c, u   net.Conn
+	dead   bool
+	silent bool        // blackholed: bytes are read and dropped, nothing closes
+	par    [2]wsParser // 0: client to server, 1: server to client
 }
 
 func newFaultProxy(t testing.TB, target string) *faultProxy {
@@ -125,6 +126,17 @@ func (p *faultProxy) cutLocked() {
 	p.flowGen++
 }
 
+// blackhole makes every connection through the proxy silent: bytes are
+// read and dropped both ways, and nothing is closed or reset (a path
+// that lost its NAT entry). New connections are forwarded.
+func (p *faultProxy) blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pc := range p.conns {
+		pc.silent = true
+	}
+}
+
 // pipe forwards src to dst (direction dir of pc), cutting where the plan
 // says.
 func (p *faultProxy) pipe(pc *proxyConn, dir int, dst, src net.Conn) {
@@ -137,6 +149,10 @@ func (p *faultProxy) pipe(pc *proxyConn, dir int, dst, src net.Conn) {
 			if pc.dead {
 				p.mu.Unlock()
 				return
+			}
+			if pc.silent {
+				p.mu.Unlock()
+				break
 			}
 			k, cut := p.advance(pc, dir, buf[off:n])
 			p.mu.Unlock()
