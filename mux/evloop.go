@@ -133,6 +133,7 @@ type evConn struct {
 	blockedSince time.Duration
 	outLen       int    // payload bytes of the batch in out
 	cb           *evCtl // control frames' buffers, held only while one is due or being written
+	vec          *evVec // the pieces of a batch with spliced DATA still to write (instead of out)
 	lingerBy     time.Duration
 }
 
@@ -146,6 +147,16 @@ type evCtl struct {
 }
 
 var evCtls = sync.Pool{New: func() any { return new(evCtl) }}
+
+// evVec holds the pieces of a batch whose DATA runs stay in their send
+// chunks (the engine's Spliced): one writev sends them, no copy into the
+// batch. Pooled, held only while such a batch is being written.
+type evVec struct {
+	all [][]byte // the pieces
+	v   [][]byte // those not yet written (a tail of all)
+}
+
+var evVecs = sync.Pool{New: func() any { return new(evVec) }}
 
 func (c *evConn) ctlBuf() *evCtl {
 	if c.cb == nil {
@@ -408,7 +419,7 @@ func (c *evConn) readEnd(err error) {
 func (c *evConn) write() uint32 {
 	s, e := c.s, c.s.e
 	for batches := 0; ; {
-		if c.out != nil {
+		if c.out != nil || c.vec != nil {
 			if !c.flush() {
 				return 0 // parked until the socket takes more, or failed
 			}
@@ -457,21 +468,36 @@ func (c *evConn) write() uint32 {
 			}
 			return 0
 		}
-		start := wsnb.Frame(b, ws.OpBinary, c.client)
-		c.out, c.outBuf, c.outBatch, c.outLen = b[start:], bp, true, len(b)-wsio.HeaderRoom
+		c.outBuf, c.outBatch, c.outLen = bp, true, len(b)-wsio.HeaderRoom
+		if segs, n := e.Spliced(); len(segs) > 0 {
+			c.vec = evVecs.Get().(*evVec)
+			c.vec.all = wsnb.FrameVec(c.vec.all[:0], b, segs, c.client)
+			c.vec.v = c.vec.all
+			c.outLen += n
+		} else {
+			start := wsnb.Frame(b, ws.OpBinary, c.client)
+			c.out = b[start:]
+		}
 		batches++
 	}
 }
 
-// flush writes what is left of c.out; it reports whether all of it went.
+// flush writes what is left of c.out (or c.vec); it reports whether all
+// of it went.
 func (c *evConn) flush() bool {
 	s := c.s
-	n, err := c.reg.Write(c.out)
+	var n int
+	var err error
+	if c.vec != nil {
+		n, err = c.writeVec()
+	} else {
+		n, err = c.reg.Write(c.out)
+		c.out = c.out[n:]
+	}
 	now := s.now()
 	if n > 0 || !c.blocked {
 		c.blockedSince = now
 	}
-	c.out = c.out[n:]
 	if err != nil {
 		if errors.Is(err, netpoll.ErrWouldBlock) {
 			c.blocked = true
@@ -497,7 +523,37 @@ func (c *evConn) flush() bool {
 	return true
 }
 
+// writeVec writes the pieces left in c.vec, as many as the socket takes,
+// and drops those written.
+func (c *evConn) writeVec() (int, error) {
+	total := 0
+	for v := c.vec.v; len(v) > 0; v = c.vec.v {
+		n, err := c.reg.Writev(v)
+		total += n
+		for n > 0 {
+			k := min(n, len(v[0]))
+			v[0] = v[0][k:]
+			n -= k
+			if len(v[0]) == 0 {
+				v = v[1:]
+			}
+		}
+		c.vec.v = v
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
 func (c *evConn) releaseOut() {
+	if c.vec != nil {
+		clear(c.vec.all)
+		c.vec.all, c.vec.v = c.vec.all[:0], nil
+		evVecs.Put(c.vec)
+		c.vec = nil
+		c.s.e.ReleaseSpliced() // the chunks go back to their pool
+	}
 	if c.outBuf != nil {
 		*c.outBuf = (*c.outBuf)[:0]
 		pool.PutBatch(c.outBuf)

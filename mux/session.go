@@ -114,7 +114,7 @@ func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Ses
 	evloop := drv == DriverEventLoop && eventLoopFits(conn)
 	fast := drv == DriverFastPaths || drv == DriverEventLoop && !evloop
 	ecfg := cfg.engineConfig()
-	ecfg.Splice = fast && wsio.Vectored(conn)
+	ecfg.Splice = (fast || evloop) && wsio.Vectored(conn)
 	ecfg.NewStream = s.newStream
 	s.e = engine.New(ecfg, client, &s.stats, 0)
 	if evloop && s.startEventLoop(br, client) == nil {

@@ -97,16 +97,18 @@ type Registration struct {
 // RawConn callback. Pooled, with the callbacks bound once, so that a read
 // or write allocates nothing and an idle registration holds none.
 type rawIO struct {
-	b     []byte
-	n     int
-	err   error
-	read  func(uintptr) bool
-	write func(uintptr) bool
+	b      []byte
+	v      [][]byte
+	n      int
+	err    error
+	read   func(uintptr) bool
+	write  func(uintptr) bool
+	writev func(uintptr) bool
 }
 
 var rawIOs = sync.Pool{New: func() any {
 	x := new(rawIO)
-	x.read, x.write = x.doRead, x.doWrite
+	x.read, x.write, x.writev = x.doRead, x.doWrite, x.doWritev
 	return x
 }}
 
@@ -196,6 +198,47 @@ func (x *rawIO) doRead(fd uintptr) bool {
 // Write writes b without blocking and returns how much the socket took:
 // n < len(b) with ErrWouldBlock when its buffer is full.
 func (r *Registration) Write(b []byte) (int, error) { return r.rawIO(b, true) }
+
+// Writev writes the buffers of v, in order, with one non-blocking system
+// call and returns how many bytes the socket took: fewer than all with
+// ErrWouldBlock when its buffer is full. At most MaxVec buffers go in one
+// call.
+func (r *Registration) Writev(v [][]byte) (int, error) {
+	x := rawIOs.Get().(*rawIO)
+	x.v = v[:min(len(v), MaxVec)]
+	err := r.raw.Write(x.writev)
+	n, ioErr := x.n, x.err
+	x.v, x.err = nil, nil
+	rawIOs.Put(x)
+	if err != nil {
+		return 0, err
+	}
+	return n, ioErr
+}
+
+// MaxVec is the most buffers one Writev writes (the kernel's IOV_MAX).
+const MaxVec = 1024
+
+func (x *rawIO) doWritev(fd uintptr) bool {
+	total := 0
+	for _, b := range x.v {
+		total += len(b)
+	}
+	n, err := unix.Writev(int(fd), x.v)
+	switch {
+	case err == unix.EAGAIN:
+		x.n, x.err = 0, ErrWouldBlock
+	case err == unix.EINTR:
+		return false
+	case err != nil:
+		x.n, x.err = 0, err
+	case n < total:
+		x.n, x.err = n, ErrWouldBlock
+	default:
+		x.n, x.err = n, nil
+	}
+	return true
+}
 
 // rawIO runs one non-blocking read or write of b on the socket, with a
 // pooled rawIO carrying b and the result through RawConn's callback.

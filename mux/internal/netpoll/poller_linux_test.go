@@ -259,3 +259,54 @@ func TestPollerRunsTasks(t *testing.T) {
 		require.NoError(t, p.Close())
 	}
 }
+
+// Writev sends its buffers in order; on a full socket it takes what fits
+// and says ErrWouldBlock, and the rest goes after the peer read.
+func TestPollerWritev(t *testing.T) {
+	p, err := New(NewPool(2))
+	require.NoError(t, err)
+	defer p.Close()
+	a, b := tcpConns(t)
+	require.NoError(t, b.(*net.TCPConn).SetWriteBuffer(4<<10))
+	var r Registration
+	ev := make(chanHandler, 4)
+	require.NoError(t, p.Add(&r, b, ev))
+	defer r.Remove()
+	var v [][]byte
+	var all []byte
+	for i := range 8000 { // more than MaxVec, more than the socket and the peer's buffers hold
+		piece := make([]byte, 100+i%50)
+		_, _ = rand.Read(piece)
+		v = append(v, piece)
+		all = append(all, piece...)
+	}
+	want := sha256.Sum256(all)
+	got := make(chan [32]byte, 1)
+	read := func() { // the peer reads only once the socket is full
+		h := sha256.New()
+		_, _ = io.CopyN(h, a, int64(len(all)))
+		got <- [32]byte(h.Sum(nil))
+	}
+	blocked := false
+	for len(v) > 0 {
+		n, err := r.Writev(v)
+		for n > 0 {
+			k := min(n, len(v[0]))
+			v[0], n = v[0][k:], n-k
+			if len(v[0]) == 0 {
+				v = v[1:]
+			}
+		}
+		if errors.Is(err, ErrWouldBlock) {
+			if !blocked {
+				go read()
+			}
+			blocked = true
+			<-ev // writable again
+			continue
+		}
+		require.NoError(t, err)
+	}
+	require.True(t, blocked, "the socket filled up at least once")
+	require.Equal(t, want, <-got)
+}

@@ -29,5 +29,11 @@ func (r *Registration) Read(b []byte) (int, error) { return 0, ErrUnsupported }
 // Write fails with ErrUnsupported on this system.
 func (r *Registration) Write(b []byte) (int, error) { return 0, ErrUnsupported }
 
+// Writev fails with ErrUnsupported on this system.
+func (r *Registration) Writev(v [][]byte) (int, error) { return 0, ErrUnsupported }
+
+// MaxVec is the most buffers one Writev writes.
+const MaxVec = 1024
+
 // Close does nothing on this system.
 func (p *Poller) Close() error { return nil }

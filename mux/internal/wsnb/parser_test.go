@@ -229,3 +229,60 @@ func TestParserDirectPayload(t *testing.T) {
 	p.Idle()
 	require.Zero(t, p.Holding())
 }
+
+// FrameVec's pieces, concatenated, are one frame whose payload is the
+// buffer with the segments spliced in at their offsets, masked for a
+// client, and parse back to that payload; the segments are not copied
+// (a client's are masked in place).
+func TestFrameVecRoundTrip(t *testing.T) {
+	rnd := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rand.IntN(256))
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		buf  int   // payload bytes in the buffer
+		at   []int // segment offsets into the buffer's payload (ascending)
+		lens []int // segment lengths
+	}{
+		{"one in the middle", 100, []int{40}, []int{3000}},
+		{"at both ends", 30, []int{0, 30}, []int{5000, 70000}},
+		{"several", 5000, []int{10, 10, 2000, 4999}, []int{2048, 16384, 4096, 9000}},
+		{"empty buffer", 0, []int{0}, []int{126}},
+	} {
+		for _, client := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s client=%v", tc.name, client), func(t *testing.T) {
+				payload := rnd(tc.buf)
+				buf := append(make([]byte, HeaderRoom), payload...)
+				var segs []wsio.Segment
+				var want []byte
+				prev := 0
+				for i, at := range tc.at {
+					data := rnd(tc.lens[i])
+					segs = append(segs, wsio.Segment{At: HeaderRoom + at, Data: data})
+					want = append(want, payload[prev:at]...)
+					want = append(want, data...)
+					prev = at
+				}
+				want = append(want, payload[prev:]...)
+				want = append([]byte(nil), want...)
+				vec := FrameVec(nil, buf, segs, client)
+				for _, sg := range segs {
+					found := false
+					for _, p := range vec {
+						found = found || len(p) > 0 && &p[0] == &sg.Data[0]
+					}
+					require.True(t, found, "a segment is written from its own memory")
+				}
+				wire := bytes.Join(vec, nil)
+				got := run(wire, !client, 1<<20, 4096)
+				require.Len(t, got, 1)
+				require.Equal(t, Message, got[0].k)
+				require.Equal(t, string(want), got[0].p)
+			})
+		}
+	}
+}
