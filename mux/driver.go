@@ -297,7 +297,8 @@ func (s *Session) writeLoop() {
 		s.writerParked.Store(false)
 		s.sendMu.Lock()
 	}
-	// sendMu stays held: no direct write may follow the close.
+	// sendMu stays held until the connection is closed: no direct write
+	// may follow the close.
 	s.finish(writeFailed)
 }
 
@@ -473,6 +474,10 @@ func (s *Session) finish(writeFailed bool) {
 			reg.forget(s)
 		}
 	}
+	// A resume that waits for sendMu (attach) now finds the connection
+	// closed and gives up; a direct write cannot start (the writer is not
+	// parked).
+	s.sendMu.Unlock()
 	close(s.done)
 }
 

@@ -382,6 +382,12 @@ func TestResumeOtherCallerRefused(t *testing.T) {
 	if got := ops.Value(g.Metrics().Resumes.WithLabelValues("forbidden")); got != 1 {
 		t.Errorf("%v forbidden resumes counted, want 1", got)
 	}
+	// The session is undisturbed: its owner resumes it.
+	c, _, err := retrying("token-a")
+	if err != nil {
+		t.Fatalf("the owner's resume after the refused one: %v", err)
+	}
+	_ = c.Close()
 }
 
 // gathered returns the value of the series of g's metric name whose only
