@@ -37,20 +37,19 @@ func (s *SharedCap) Note(id uint32, now time.Duration) {
 func (s *SharedCap) Shared(now time.Duration) bool { return now < s.until }
 
 // SessionLimit returns the session window's limit at now, given the
-// connection's minimum RTT and the session's initial window: while streams
-// share the connection, twice the streams' cap (one bandwidth-delay
-// product for the connection, one more for the bursts in which readers
-// drain it), at least initial; else 0 (no limit). Without it the session
+// connection's minimum RTT: while streams share the connection, twice the
+// streams' cap, at least floor; else 0 (no limit). Without it the session
 // window grows with the smoothed RTT, which under a bulk load measures the
-// sender's queues rather than the path: on loopback 5 ms against a 80 us
-// minimum, a 64 MiB window, and every queued byte one more cache miss for
-// the copies that move it.
-func (s *SharedCap) SessionLimit(now, minRTT time.Duration, initial uint32) uint32 {
+// sender's queues rather than the path (on loopback 5 ms against an 80 us
+// minimum: a 64 MiB window), and every byte queued for it is one more cache
+// miss for the copies that move it. The floor keeps enough in flight for
+// the bursts in which many readers drain the connection at once.
+func (s *SharedCap) SessionLimit(now, minRTT time.Duration, floor uint32) uint32 {
 	l := s.Limit(now, minRTT)
 	if l == 0 {
 		return 0
 	}
-	return uint32(min(max(2*uint64(l), uint64(initial)), MaxWindow))
+	return uint32(min(max(2*uint64(l), uint64(floor)), MaxWindow))
 }
 
 // Limit returns the window limit of every stream at now, given the

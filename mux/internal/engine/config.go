@@ -78,6 +78,11 @@ const (
 	shareProbe  = 250 * time.Millisecond
 	sharedRate  = 625e6    // bytes/s: 5 Gbit/s
 	sharedFloor = 64 << 10 // bytes
+	// While streams share, the session window is held to twice their cap
+	// and no less than sharedSessionFloor (or InitialSessionWindow if
+	// larger): enough in flight for the bursts in which many readers drain
+	// the connection at once (docs/protocol-notes.md).
+	sharedSessionFloor = 4 << 20 // bytes
 )
 
 // The abuse budgets, for tests that cross them.

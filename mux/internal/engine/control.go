@@ -87,7 +87,7 @@ func (e *Engine) consumed(st *Stream, n int, now time.Duration) {
 			rtt = 0
 		}
 		st.rx.SetLimit(e.shared.Limit(now, e.minRTT))
-		e.sessRecv.SetLimit(e.shared.SessionLimit(now, e.minRTT, uint32(e.cfg.InitialSessionWindow)))
+		e.sessRecv.SetLimit(e.shared.SessionLimit(now, e.minRTT, uint32(max(e.cfg.InitialSessionWindow, sharedSessionFloor))))
 		e.queueStreamWU(st, st.rx.Consume(n, now, rtt))
 		if w := st.rx.Window(); w > before && w > e.largestWin {
 			e.largestWin = w
