@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,56 +14,21 @@ import (
 	"time"
 
 	wsmuxhttpstream "github.com/wsmux/wsmux/adapters/httpstream"
+	"github.com/wsmux/wsmux/internal/resetproxy"
 	"github.com/wsmux/wsmux/mux"
 	clientspdy "k8s.io/client-go/transport/spdy"
 	k8shttpstream "k8s.io/streaming/pkg/httpstream"
 )
 
-// resetProxy forwards TCP connections to target and resets all of them on
-// demand.
-type resetProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
-}
-
-func newResetProxy(t *testing.T, target string) *resetProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// newResetProxy starts a TCP proxy to target that resets every connection
+// through it on demand.
+func newResetProxy(t *testing.T, target string) *resetproxy.Proxy {
+	p, err := resetproxy.Listen(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &resetProxy{ln: ln}
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			p.wg.Go(func() { _, _ = io.Copy(u, c); _ = u.Close() })
-			p.wg.Go(func() { _, _ = io.Copy(c, u); _ = c.Close() })
-		}
-	})
-	t.Cleanup(func() { _ = ln.Close(); p.reset(); p.wg.Wait() })
+	t.Cleanup(p.Close)
 	return p
-}
-
-func (p *resetProxy) reset() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.(*net.TCPConn).SetLinger(0)
-		_ = c.Close()
-	}
-	p.conns = nil
 }
 
 // resumableEchoHandler is echoHandler with resumption on (the upgrader
@@ -117,7 +81,7 @@ func TestRoundTripperResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest(http.MethodPost, "https://"+proxy.ln.Addr().String()+"/", nil)
+	req, _ := http.NewRequest(http.MethodPost, "https://"+proxy.Addr()+"/", nil)
 	conn, proto, err := clientspdy.Negotiate(rt, &http.Client{Transport: rt}, req, testProtocol)
 	if err != nil {
 		t.Fatalf("Negotiate: %v", err)
@@ -143,7 +107,7 @@ func TestRoundTripperResume(t *testing.T) {
 		h.Write(buf[:n])
 		got += n
 		if cuts < 2 && got >= (cuts+1)*len(data)/3 {
-			proxy.reset()
+			proxy.Reset()
 			cuts++
 		}
 		if errors.Is(err, io.EOF) {

@@ -18,6 +18,7 @@ import (
 	"github.com/gobwas/ws"
 
 	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/internal/resetproxy"
 	"github.com/wsmux/wsmux/internal/resumedial"
 	"github.com/wsmux/wsmux/internal/wshandshake"
 	"github.com/wsmux/wsmux/mux"
@@ -243,17 +244,17 @@ func checkResumeAfterCut(ctx context.Context, o *Options, st *resumeState) error
 	if err != nil {
 		return err
 	}
-	px, err := newResetProxy(w.Addr())
+	px, err := resetproxy.Listen(w.Addr())
 	if err != nil {
 		return err
 	}
-	defer px.close()
+	defer px.Close()
 	var mu sync.Mutex
 	var events []string
 	w.TLS = o.TLS
 	w.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
 		var d net.Dialer
-		return d.DialContext(ctx, network, px.addr())
+		return d.DialContext(ctx, network, px.Addr())
 	}
 	w.OnEvent = func(e resumedial.Event) {
 		mu.Lock()
@@ -289,7 +290,7 @@ func checkResumeAfterCut(ctx context.Context, o *Options, st *resumeState) error
 		h.Write(buf[:n])
 		got += n
 		if !cut && got >= size/2 {
-			px.reset()
+			px.Reset()
 			cut = true
 		}
 		if err == io.EOF {
@@ -370,60 +371,4 @@ func (o *Options) clientOffersResume(ctx context.Context) error {
 		return &skip{"the client offers RESUME; resuming a client's session needs a server that resumes (run it against wsmux tunnel serve)"}
 	}
 	return &skip{"the client does not negotiate RESUME (FEATURES bit 0x1 not set in its SETTINGS): resumption checks do not apply"}
-}
-
-// resetProxy forwards TCP connections to a target and resets them all on
-// demand (the cut of resume-after-cut).
-type resetProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
-}
-
-func newResetProxy(target string) (*resetProxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	p := &resetProxy{ln: ln}
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			p.wg.Go(func() { _, _ = io.Copy(u, c); _ = u.Close() })
-			p.wg.Go(func() { _, _ = io.Copy(c, u); _ = c.Close() })
-		}
-	})
-	return p, nil
-}
-
-func (p *resetProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *resetProxy) reset() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0)
-		}
-		_ = c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *resetProxy) close() {
-	_ = p.ln.Close()
-	p.reset()
-	p.wg.Wait()
 }

@@ -1,0 +1,67 @@
+package resetproxy
+
+import (
+	"io"
+	"net"
+	"testing"
+)
+
+// TestResetEndsBothSides: bytes pass through; after Reset the client's
+// Read fails and the target sees its connection end; new connections are
+// accepted until StopAccepting.
+func TestResetEndsBothSides(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ended := make(chan error, 2)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				_, err := io.Copy(c, c) // echo until the proxy resets us
+				ended <- err
+				_ = c.Close()
+			}()
+		}
+	}()
+	p, err := Listen(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for round := range 2 {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatalf("round %d: dial through the proxy: %v", round, err)
+		}
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("round %d: echo %q, %v", round, buf, err)
+		}
+		p.Reset()
+		if _, err := c.Read(buf); err == nil {
+			t.Fatalf("round %d: Read after Reset succeeded", round)
+		}
+		<-ended // the target's side ended too
+		_ = c.Close()
+	}
+	p.StopAccepting()
+	c, err := net.Dial("tcp", p.Addr())
+	if err == nil {
+		// The port may still accept at the kernel level for a moment on
+		// some systems; nothing answers behind it.
+		_, err = c.Read(make([]byte, 1))
+		_ = c.Close()
+	}
+	if err == nil {
+		t.Fatal("a connection through a proxy that stopped accepting worked")
+	}
+}
