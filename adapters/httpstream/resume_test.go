@@ -107,7 +107,7 @@ func TestRoundTripperResume(t *testing.T) {
 		h.Write(buf[:n])
 		got += n
 		if cuts < 2 && got >= (cuts+1)*len(data)/3 {
-			proxy.Reset()
+			proxy.Cut()
 			cuts++
 		}
 		if errors.Is(err, io.EOF) {

@@ -101,7 +101,7 @@ func TestExecThroughGatewaySurvivesCuts(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := testnet.NewCutProxy(t, d.gateway, int64(len(want))/4, 3)
-	args := append([]string{"exec", "--resume-timeout", "30s"}, d.through(proxy.Addr)...)
+	args := append([]string{"exec", "--resume-timeout", "30s"}, d.through(proxy.Addr())...)
 	args = append(args, "shell", "--", "sh", "-c", script)
 	code, out, errOut := invoke(context.Background(), nil, args...)
 	if code != 7 {
@@ -144,7 +144,7 @@ func TestPortForwardThroughGatewaySurvivesCuts(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		a := &app{stdin: strings.NewReader(""), stdout: pw, stderr: &errb, ctx: ctx}
-		args := append([]string{"port-forward"}, d.through(proxy.Addr)...)
+		args := append([]string{"port-forward"}, d.through(proxy.Addr())...)
 		done <- runApp(a, append(args, "web", ":9000"))
 		pw.Close()
 	}()

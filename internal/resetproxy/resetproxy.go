@@ -1,6 +1,7 @@
-// Package resetproxy is a TCP proxy that resets every connection through it
-// on demand: the cut of the resumption tests and of the conformance runner's
-// resume-after-cut check. Both sides of a reset connection see it fail (the
+// Package resetproxy is a TCP proxy that cuts every connection through it,
+// on demand or each time a number of bytes moved: a load balancer ending
+// connections in the middle of a transfer, for the resumption tests and the
+// conformance runner's resume-after-cut check. A cut resets both sides (the
 // proxy closes with SO_LINGER 0); nothing ends cleanly.
 //
 // It imports nothing of the project and is for tests and test tools only.
@@ -14,10 +15,18 @@ import (
 
 // Proxy forwards every TCP connection it accepts to its target.
 type Proxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
+	ln net.Listener
+	wg sync.WaitGroup
+
+	mu     sync.Mutex
+	target string
+	conns  []net.Conn
+	every  int64 // cut each time this many more bytes moved (0: never)
+	max    int   // at most this many cuts by bytes
+	moved  int64
+	next   int64 // moved count of the next cut by bytes
+	cuts   int
+	dials  int
 }
 
 // Listen starts a proxy on a loopback port that forwards to target
@@ -27,23 +36,27 @@ func Listen(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln}
+	p := &Proxy{ln: ln, target: target}
 	p.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			u, err := net.Dial("tcp", target)
+			p.mu.Lock()
+			to := p.target
+			p.mu.Unlock()
+			u, err := net.Dial("tcp", to)
 			if err != nil {
 				_ = c.Close()
 				continue
 			}
 			p.mu.Lock()
 			p.conns = append(p.conns, c, u)
+			p.dials++
 			p.mu.Unlock()
-			p.wg.Go(func() { _, _ = io.Copy(u, c); _ = u.Close() })
-			p.wg.Go(func() { _, _ = io.Copy(c, u); _ = c.Close() })
+			p.wg.Go(func() { p.pipe(u, c) })
+			p.wg.Go(func() { p.pipe(c, u) })
 		}
 	})
 	return p, nil
@@ -52,11 +65,104 @@ func Listen(target string) (*Proxy, error) {
 // Addr returns the proxy's host:port.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Reset resets every connection through the proxy; new ones are still
-// accepted.
-func (p *Proxy) Reset() {
+// CutEvery makes the proxy cut every connection each time every more
+// bytes have moved through it (either way), at most max times.
+func (p *Proxy) CutEvery(every int64, max int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.every, p.max, p.next = every, max, p.moved+every
+}
+
+// SetTarget makes new connections go to target (another replica).
+func (p *Proxy) SetTarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+}
+
+// Cut resets every connection through the proxy now; new ones are still
+// accepted.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cuts++
+	p.resetAll()
+}
+
+// Cuts returns how many cuts happened (Cut and CutEvery's).
+func (p *Proxy) Cuts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cuts
+}
+
+// Dials returns how many connections the proxy accepted and forwarded.
+func (p *Proxy) Dials() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dials
+}
+
+// Moved returns the bytes that moved through the proxy, both ways.
+func (p *Proxy) Moved() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.moved
+}
+
+// StopAccepting closes the listener: dials through the proxy fail from
+// now on, connections already through it go on.
+func (p *Proxy) StopAccepting() { _ = p.ln.Close() }
+
+// Close stops accepting, resets every connection (not counted as a cut)
+// and waits for the proxy's goroutines.
+func (p *Proxy) Close() {
+	p.StopAccepting()
+	p.mu.Lock()
+	p.resetAll()
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// pipe copies src to dst, counting, and cuts when the count says so. An
+// end of src is passed on as a half-close.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			p.moved += int64(n)
+			cut := p.every > 0 && p.cuts < p.max && p.moved >= p.next
+			if cut {
+				p.cuts++
+				p.next = p.moved + p.every
+				p.resetAll()
+			}
+			p.mu.Unlock()
+			if cut {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				_ = src.Close()
+				return
+			}
+		}
+		if err == io.EOF {
+			if tc, ok := dst.(*net.TCPConn); ok {
+				_ = tc.CloseWrite()
+			}
+			return
+		}
+		if err != nil {
+			_ = dst.Close()
+			return
+		}
+	}
+}
+
+// resetAll resets every connection (p.mu held).
+func (p *Proxy) resetAll() {
 	for _, c := range p.conns {
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.SetLinger(0)
@@ -64,16 +170,4 @@ func (p *Proxy) Reset() {
 		_ = c.Close()
 	}
 	p.conns = nil
-}
-
-// StopAccepting closes the listener: dials through the proxy fail from
-// now on, connections already through it go on.
-func (p *Proxy) StopAccepting() { _ = p.ln.Close() }
-
-// Close stops accepting, resets every connection and waits for the
-// proxy's goroutines.
-func (p *Proxy) Close() {
-	p.StopAccepting()
-	p.Reset()
-	p.wg.Wait()
 }

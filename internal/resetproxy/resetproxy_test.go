@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// TestResetEndsBothSides: bytes pass through; after Reset the client's
+// TestResetEndsBothSides: bytes pass through; after Cut the client's
 // Read fails and the target sees its connection end; new connections are
 // accepted until StopAccepting.
-func TestResetEndsBothSides(t *testing.T) {
+func TestCutEndsBothSides(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -46,9 +46,9 @@ func TestResetEndsBothSides(t *testing.T) {
 		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
 			t.Fatalf("round %d: echo %q, %v", round, buf, err)
 		}
-		p.Reset()
+		p.Cut()
 		if _, err := c.Read(buf); err == nil {
-			t.Fatalf("round %d: Read after Reset succeeded", round)
+			t.Fatalf("round %d: Read after Cut succeeded", round)
 		}
 		<-ended // the target's side ended too
 		_ = c.Close()

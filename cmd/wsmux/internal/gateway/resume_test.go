@@ -95,7 +95,7 @@ func TestResumeOnAnotherReplicaFailsFast(t *testing.T) {
 	proxy := testnet.NewCutProxy(t, strings.TrimPrefix(a.URL, "http://"), 1<<62, 0)
 	ev := &events{ch: make(chan struct{})}
 	refused := ev.ch
-	o := kubeclient.Options{Server: "http://" + proxy.Addr, Token: callerToken,
+	o := kubeclient.Options{Server: "http://" + proxy.Addr(), Token: callerToken,
 		ResumeTimeout: 10 * time.Minute, OnResumeEvent: ev.add}
 	inR, inW := io.Pipe()
 	out := &chunkWriter{n: 256 << 10, next: 256 << 10, ch: make(chan struct{}, 1)}
@@ -427,7 +427,7 @@ func TestResumeTimeoutFailsExec(t *testing.T) {
 	deadAddr := dead.Addr().String()
 	_ = dead.Close() // connections to it are refused
 	ev := &events{}
-	o := kubeclient.Options{Server: "http://" + proxy.Addr, Token: callerToken,
+	o := kubeclient.Options{Server: "http://" + proxy.Addr(), Token: callerToken,
 		ResumeTimeout: 500 * time.Millisecond, OnResumeEvent: ev.add}
 	inR, inW := io.Pipe()
 	defer inW.Close()

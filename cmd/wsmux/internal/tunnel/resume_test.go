@@ -14,6 +14,7 @@ import (
 
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
+	"github.com/wsmux/wsmux/internal/resetproxy"
 	"github.com/wsmux/wsmux/mux"
 )
 
@@ -23,7 +24,7 @@ import (
 type resumeEnv struct {
 	srv   *Server
 	hs    *httptest.Server
-	proxy *testnet.CutProxy
+	proxy *resetproxy.Proxy
 	f     *Forwarder
 	addr  string
 	log   *testnet.Buffer
@@ -59,7 +60,7 @@ func startResumeEnv(t *testing.T, target string, serverResume time.Duration, eve
 	t.Cleanup(e.hs.Close)
 	e.proxy = testnet.NewCutProxy(t, strings.TrimPrefix(e.hs.URL, "http://"), every, max)
 	logger := slog.New(slog.NewTextHandler(io.MultiWriter(e.log, testnet.LogWriter{T: t}), nil))
-	f, err := NewForwarder(ClientConfig{Server: "http://" + e.proxy.Addr, Token: testToken, Logger: logger,
+	f, err := NewForwarder(ClientConfig{Server: "http://" + e.proxy.Addr(), Token: testToken, Logger: logger,
 		DrainTimeout: 5 * time.Second, ResumeTimeout: 20 * time.Second}, []Forward{{Local: "127.0.0.1:0", Target: target}})
 	if err != nil {
 		t.Fatal(err)

@@ -290,7 +290,7 @@ func checkResumeAfterCut(ctx context.Context, o *Options, st *resumeState) error
 		h.Write(buf[:n])
 		got += n
 		if !cut && got >= size/2 {
-			px.Reset()
+			px.Cut()
 			cut = true
 		}
 		if err == io.EOF {
