@@ -26,7 +26,10 @@ type Dialer struct {
 	// Config configures the sessions; nil means DefaultConfig().
 	Config *Config
 	// Header holds extra request headers of the upgrade (Authorization,
-	// X-Stream-Protocol-Version...).
+	// X-Stream-Protocol-Version...). A resumable session (Config.Resume)
+	// sends them again on every redial, with the resume headers added;
+	// Header is read at each redial, so it must not change while the
+	// session lives.
 	Header http.Header
 	// TLSConfig configures TLS for wss:// URLs; nil means the defaults.
 	TLSConfig *tls.Config
