@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,65 +13,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wsmux/wsmux/internal/resetproxy"
 	"github.com/wsmux/wsmux/mux/internal/engine"
 )
 
-// cutProxy forwards TCP connections to target and cuts all of them on
-// demand (both sides see their connection fail, nothing closes cleanly).
-type cutProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// newCutProxy starts a TCP proxy to target that resets every connection
+// through it on demand; t's cleanup closes it.
+func newCutProxy(t *testing.T, target string) *resetproxy.Proxy {
+	p, err := resetproxy.Listen(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{ln: ln, target: target}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); _, _ = io.Copy(u, c); _ = u.Close() }()
-			go func() { defer p.wg.Done(); _, _ = io.Copy(c, u); _ = c.Close() }()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.cut()
-		p.wg.Wait()
-	})
+	t.Cleanup(p.Close)
 	return p
-}
-
-// cut resets every connection through the proxy.
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0)
-		}
-		_ = c.Close()
-	}
-	p.conns = nil
 }
 
 // patternReader yields n bytes of a seeded pseudo-random stream.
@@ -151,7 +104,7 @@ func TestResumeOverTCP(t *testing.T) {
 	ccfg := DefaultConfig()
 	ccfg.Resume = true
 	d := Dialer{Config: ccfg, Header: http.Header{"Authorization": {"Bearer alice"}}}
-	s, err := d.Dial(context.Background(), "ws://"+proxy.ln.Addr().String()+"/")
+	s, err := d.Dial(context.Background(), "ws://"+proxy.Addr()+"/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +127,7 @@ func TestResumeOverTCP(t *testing.T) {
 		h.Write(buf[:n])
 		got += n
 		if cuts < 3 && got >= (cuts+1)*size/4 {
-			proxy.cut()
+			proxy.Cut()
 			cuts++
 		}
 		if err == io.EOF {
@@ -325,15 +278,15 @@ func TestResumeCloseWhileSuspended(t *testing.T) {
 	proxy := newCutProxy(t, strings.TrimPrefix(srv.URL, "http://"))
 	ccfg := DefaultConfig()
 	ccfg.Resume = true
-	s, err := Dial(context.Background(), "ws://"+proxy.ln.Addr().String()+"/", ccfg)
+	s, err := Dial(context.Background(), "ws://"+proxy.Addr()+"/", ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	_ = proxy.ln.Close() // redials fail from now on
-	proxy.cut()
+	proxy.StopAccepting() // redials fail from now on
+	proxy.Cut()
 	// Suspended (or about to be): Close ends it anyway.
 	_ = s.Close()
 	<-s.Done()
@@ -347,89 +300,15 @@ func TestResumeCloseWhileSuspended(t *testing.T) {
 	}
 }
 
-// byteCutProxy is a cutProxy that cuts every connection each time the
+// newByteCutProxy starts a proxy that cuts every connection each time the
 // bytes it forwarded (both ways) cross the next of a random series of
-// offsets: cuts land anywhere, mid-frame and mid-WebSocket-header
-// included.
-type byteCutProxy struct {
-	*cutProxy
-	rng   *rand.Rand
-	fwd   int
-	next  int
-	cuts  int
-	spanB int
-}
-
-func newByteCutProxy(t *testing.T, target string, seed uint64, span int) *byteCutProxy {
-	bp := &byteCutProxy{rng: rand.New(rand.NewPCG(seed, seed)), spanB: span}
-	bp.next = 1 + bp.rng.IntN(span)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln, target: target}
-	bp.cutProxy = p
-	pipe := func(dst, src net.Conn) {
-		defer p.wg.Done()
-		buf := make([]byte, 4<<10)
-		for {
-			n, err := src.Read(buf)
-			if n > 0 {
-				p.mu.Lock()
-				k := n
-				cut := false
-				if bp.fwd+n >= bp.next {
-					k = bp.next - bp.fwd // forward up to the offset, then cut
-					cut = true
-				}
-				bp.fwd += k
-				p.mu.Unlock()
-				_, werr := dst.Write(buf[:k])
-				if cut {
-					p.mu.Lock()
-					bp.cuts++
-					bp.next = bp.fwd + 1 + bp.rng.IntN(bp.spanB)
-					p.mu.Unlock()
-					p.cut()
-					return
-				}
-				if werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				_ = dst.Close()
-				return
-			}
-		}
-	}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go pipe(u, c)
-			go pipe(c, u)
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.cut()
-		p.wg.Wait()
-	})
-	return bp
+// offsets, at most span apart: cuts land anywhere, mid-frame and
+// mid-WebSocket-header included.
+func newByteCutProxy(t *testing.T, target string, seed uint64, span int) *resetproxy.Proxy {
+	p := newCutProxy(t, target)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	p.CutAfter(func() int64 { return int64(1 + rng.IntN(span)) }, -1)
+	return p
 }
 
 // TestResumeManyStreamsRandomCuts: 16 streams move resumeStreamSize
@@ -485,7 +364,7 @@ func TestResumeManyStreamsRandomCuts(t *testing.T) {
 	proxy := newByteCutProxy(t, strings.TrimPrefix(srv.URL, "http://"), 7, size*streams/3)
 	ccfg := DefaultConfig()
 	ccfg.Resume = true
-	s, err := Dial(context.Background(), "ws://"+proxy.ln.Addr().String()+"/", ccfg)
+	s, err := Dial(context.Background(), "ws://"+proxy.Addr()+"/", ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,9 +398,7 @@ func TestResumeManyStreamsRandomCuts(t *testing.T) {
 			t.Fatalf("server, stream %q: %v, sha256 ok %v", r.seed, r.err, r.sum == patternSum(r.seed, size))
 		}
 	}
-	proxy.mu.Lock()
-	cuts := proxy.cuts
-	proxy.mu.Unlock()
+	cuts := proxy.Cuts()
 	// A cut during a resume handshake cuts a connection that carried no
 	// session yet: suspensions can be fewer than cuts.
 	if st := s.Stats(); cuts < 2 || st.Resumes == 0 || st.Resumes != st.Suspends {

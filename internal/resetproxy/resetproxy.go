@@ -21,8 +21,8 @@ type Proxy struct {
 	mu     sync.Mutex
 	target string
 	conns  []net.Conn
-	every  int64 // cut each time this many more bytes moved (0: never)
-	max    int   // at most this many cuts by bytes
+	gap    func() int64 // bytes to the next cut by bytes (nil: none)
+	max    int          // at most this many cuts by bytes (negative: no limit)
 	moved  int64
 	next   int64 // moved count of the next cut by bytes
 	cuts   int
@@ -68,9 +68,18 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // CutEvery makes the proxy cut every connection each time every more
 // bytes have moved through it (either way), at most max times.
 func (p *Proxy) CutEvery(every int64, max int) {
+	p.CutAfter(func() int64 { return every }, max)
+}
+
+// CutAfter makes the proxy cut every connection each time the bytes moved
+// through it (either way) reach the next offset, gap() bytes after the
+// last one (gap returns at least 1), at most max times (negative: no
+// limit). The bytes up to the offset are forwarded, so a cut lands on an
+// exact byte: inside a header, a frame or a message.
+func (p *Proxy) CutAfter(gap func() int64, max int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.every, p.max, p.next = every, max, p.moved+every
+	p.gap, p.max, p.next = gap, max, p.moved+gap()
 }
 
 // SetTarget makes new connections go to target (another replica).
@@ -132,18 +141,22 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			p.moved += int64(n)
-			cut := p.every > 0 && p.cuts < p.max && p.moved >= p.next
+			cut := p.gap != nil && (p.max < 0 || p.cuts < p.max) && p.moved+int64(n) >= p.next
 			if cut {
-				p.cuts++
-				p.next = p.moved + p.every
-				p.resetAll()
+				n = int(p.next - p.moved) // forward up to the offset, then cut
 			}
+			p.moved += int64(n)
 			p.mu.Unlock()
+			_, werr := dst.Write(buf[:n])
 			if cut {
+				p.mu.Lock()
+				p.cuts++
+				p.next = p.moved + p.gap()
+				p.resetAll()
+				p.mu.Unlock()
 				return
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if werr != nil {
 				_ = src.Close()
 				return
 			}
