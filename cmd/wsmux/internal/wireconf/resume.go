@@ -83,18 +83,7 @@ func (o *Options) runResume(ctx context.Context, client bool, add func(Result)) 
 			err = c.run(cctx, o, st)
 			cancel()
 		}
-		var sk *skip
-		var fl *failure
-		switch {
-		case err == nil:
-			r.Status = "PASS"
-		case errors.As(err, &sk):
-			r.Status, r.Detail = "SKIP", sk.reason
-		case errors.As(err, &fl):
-			r.Status, r.Detail = "FAIL", fl.msg
-		default:
-			r.Status, r.Detail = "FAIL", err.Error()
-		}
+		r.Status, r.Detail = verdict(err)
 		add(r)
 	}
 }

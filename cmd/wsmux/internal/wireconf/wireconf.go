@@ -173,19 +173,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		if why := o.skipReason(c, client); why != "" {
 			r.Status, r.Detail = "SKIP", why
 		} else {
-			err := o.play(ctx, c, client)
-			var sk *skip
-			var fl *failure
-			switch {
-			case err == nil:
-				r.Status = "PASS"
-			case errors.As(err, &sk):
-				r.Status, r.Detail = "SKIP", sk.reason
-			case errors.As(err, &fl):
-				r.Status, r.Detail = "FAIL", fl.msg
-			default:
-				r.Status, r.Detail = "FAIL", err.Error()
-			}
+			r.Status, r.Detail = verdict(o.play(ctx, c, client))
 		}
 		add(r)
 	}
@@ -367,4 +355,19 @@ func (o *Options) refusedOffer(ctx context.Context, c *Conversation) error {
 		return err
 	}
 	return failf("the upgrade offering %v failed without an HTTP error status: %v", c.Offer, err)
+}
+
+// verdict is a check's status and detail from the error it ended with.
+func verdict(err error) (status, detail string) {
+	var sk *skip
+	var fl *failure
+	switch {
+	case err == nil:
+		return "PASS", ""
+	case errors.As(err, &sk):
+		return "SKIP", sk.reason
+	case errors.As(err, &fl):
+		return "FAIL", fl.msg
+	}
+	return "FAIL", err.Error()
 }
