@@ -36,20 +36,19 @@ func (s *SharedCap) Note(id uint32, now time.Duration) {
 // Shared reports whether streams share the connection at now.
 func (s *SharedCap) Shared(now time.Duration) bool { return now < s.until }
 
-// SessionLimit returns the session window's limit at now, given the
-// connection's minimum RTT: while streams share the connection, twice the
-// streams' cap, at least floor; else 0 (no limit). Without it the session
-// window grows with the smoothed RTT, which under a bulk load measures the
-// sender's queues rather than the path (on loopback 5 ms against an 80 us
-// minimum: a 64 MiB window), and every byte queued for it is one more cache
-// miss for the copies that move it. The floor keeps enough in flight for
-// the bursts in which many readers drain the connection at once.
-func (s *SharedCap) SessionLimit(now, minRTT time.Duration, floor uint32) uint32 {
-	l := s.Limit(now, minRTT)
-	if l == 0 {
+// SessionLimit returns the session window's limit given the streams'
+// limit (Limit's result): while streams share the connection, twice theirs,
+// at least floor; else 0 (no limit). Without it the session window grows
+// with the smoothed RTT, which under a bulk load measures the sender's
+// queues rather than the path (on loopback 5 ms against an 80 us minimum:
+// a 64 MiB window), and every byte queued for it is one more cache miss
+// for the copies that move it. The floor keeps enough in flight for the
+// bursts in which many readers drain the connection at once.
+func SessionLimit(streamLimit, floor uint32) uint32 {
+	if streamLimit == 0 {
 		return 0
 	}
-	return uint32(min(max(2*uint64(l), uint64(floor)), MaxWindow))
+	return uint32(min(max(2*uint64(streamLimit), uint64(floor)), MaxWindow))
 }
 
 // Limit returns the window limit of every stream at now, given the

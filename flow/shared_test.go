@@ -31,7 +31,7 @@ func TestSharedCap(t *testing.T) {
 			s.Note(step.id, step.at)
 		}
 		require.Equal(t, step.want, s.Limit(step.at, step.minRTT), step.name)
-		sess := s.SessionLimit(step.at, step.minRTT, 4<<20)
+		sess := SessionLimit(s.Limit(step.at, step.minRTT), 4<<20)
 		switch {
 		case step.want == 0:
 			require.Zero(t, sess, "%s: no stream cap, no session cap", step.name)

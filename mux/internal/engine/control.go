@@ -86,8 +86,9 @@ func (e *Engine) consumed(st *Stream, n int, now time.Duration) {
 		if st.rxq.Len() > 0 {
 			rtt = 0
 		}
-		st.rx.SetLimit(e.shared.Limit(now, e.minRTT))
-		e.sessRecv.SetLimit(e.shared.SessionLimit(now, e.minRTT, uint32(max(e.cfg.InitialSessionWindow, sharedSessionFloor))))
+		lim := e.shared.Limit(now, e.minRTT)
+		st.rx.SetLimit(lim)
+		e.sessRecv.SetLimit(flow.SessionLimit(lim, uint32(max(e.cfg.InitialSessionWindow, sharedSessionFloor))))
 		e.queueStreamWU(st, st.rx.Consume(n, now, rtt))
 		if w := st.rx.Window(); w > before && w > e.largestWin {
 			e.largestWin = w
