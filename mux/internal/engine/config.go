@@ -32,8 +32,9 @@ type Config struct {
 	Splice bool
 	// Resume: offer session resumption (docs/spec/wsmux-resume-v1.md):
 	// RESUME in our SETTINGS, sent messages retained until acknowledged,
-	// Suspend and Resume. Turns splicing off (retention copies every
-	// batch). ResumeTimeout bounds a suspension (0: no bound).
+	// Suspend and Resume. With Splice, retention copies the spliced
+	// chunks (the batch's one copy of them). ResumeTimeout bounds a
+	// suspension (0: no bound).
 	Resume        bool
 	ResumeTimeout time.Duration
 	// NewStream allocates a stream record, so that a driver can keep it

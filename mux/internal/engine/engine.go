@@ -125,7 +125,7 @@ func New(cfg Config, client bool, stats *Counters, now time.Duration) *Engine {
 		stats:   stats,
 		streams: make(map[uint32]*Stream),
 	}
-	if cfg.Splice && !cfg.Resume {
+	if cfg.Splice {
 		e.splice = new(splice)
 	}
 	e.rs.on = cfg.Resume

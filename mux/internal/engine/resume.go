@@ -236,15 +236,31 @@ func (rs *resumeState) ackTo(n uint64) {
 	}
 }
 
-// retain keeps a copy of msg, the message just laid out.
-func (rs *resumeState) retain(msg []byte) {
+// retain keeps a copy of the message just laid out: b[start:] with the
+// spliced segments (their At offsets are into b) in their places.
+func (rs *resumeState) retain(b []byte, start int, segs []pool.Segment) {
+	n := len(b) - start
+	for _, sg := range segs {
+		n += len(sg.Data)
+	}
 	if len(rs.chunks) == 0 {
 		rs.chunkOff = rs.sent
 	}
-	rs.msgs = append(rs.msgs, retainedMsg{off: rs.sent, n: len(msg)})
-	rs.retained += len(msg)
-	rs.sent += uint64(len(msg))
-	for len(msg) > 0 {
+	rs.msgs = append(rs.msgs, retainedMsg{off: rs.sent, n: n})
+	rs.retained += n
+	rs.sent += uint64(n)
+	prev := start
+	for _, sg := range segs {
+		rs.keep(b[prev:sg.At])
+		rs.keep(sg.Data)
+		prev = sg.At
+	}
+	rs.keep(b[prev:])
+}
+
+// keep appends p to the retention chunks.
+func (rs *resumeState) keep(p []byte) {
+	for len(p) > 0 {
 		var c *[]byte
 		if k := len(rs.chunks); k > 0 && len(*rs.chunks[k-1]) < pool.ChunkSize {
 			c = rs.chunks[k-1]
@@ -252,9 +268,9 @@ func (rs *resumeState) retain(msg []byte) {
 			c = pool.GetChunk()
 			rs.chunks = append(rs.chunks, c)
 		}
-		n := min(len(msg), pool.ChunkSize-len(*c))
-		*c = append(*c, msg[:n]...)
-		msg = msg[n:]
+		n := min(len(p), pool.ChunkSize-len(*c))
+		*c = append(*c, p[:n]...)
+		p = p[n:]
 	}
 }
 

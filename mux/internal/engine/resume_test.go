@@ -64,6 +64,9 @@ type pair struct {
 	bound int // largest retained bytes allowed
 	cuts  int
 	peakR int
+	// spliced: DATA bytes the batches handed over from send chunks
+	// (Config.Splice) rather than copying them.
+	spliced int
 	// ending: the test closes a session, so Feed returning its end is
 	// expected.
 	ending bool
@@ -99,6 +102,16 @@ func (p *pair) pump(s *pairSide) bool {
 		return false
 	}
 	msg := append([]byte(nil), b...)
+	if segs, n := s.e.Spliced(); n > 0 {
+		msg = s.e.splice.flatten(b)
+		p.spliced += n
+		for _, sg := range segs {
+			for i := range sg.Data {
+				sg.Data[i] ^= 0xa5 // a client masks them in place
+			}
+		}
+	}
+	s.e.ReleaseSpliced()
 	if s == p.a {
 		p.aToB = append(p.aToB, msg)
 	} else {
@@ -358,11 +371,20 @@ func commonPrefix(a, b []byte) int {
 func TestResumeCutAnywhere(t *testing.T) {
 	total := 0
 	for seed := uint64(1); seed <= 40; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			p := newPair(t, seed, resumeConfig(), resumeConfig())
+		// The second half splices DATA into batches, as the fast
+		// paths do: retention copies the spliced chunks, which the
+		// pump then scribbles over as a client's masking does.
+		splice := seed > 20
+		t.Run(fmt.Sprintf("%d/splice=%v", seed, splice), func(t *testing.T) {
+			cfg := resumeConfig()
+			cfg.Splice = splice
+			p := newPair(t, seed, cfg, cfg)
 			p.run(1500, 60, seed%2 == 0)
 			if p.cuts == 0 {
 				t.Fatal("no cut")
+			}
+			if splice != (p.spliced > 0) {
+				t.Fatalf("splice %v: %d bytes spliced", splice, p.spliced)
 			}
 			if !p.a.e.ResumeInEffect() || !p.b.e.ResumeInEffect() {
 				t.Fatal("resumption not in effect")
@@ -508,8 +530,8 @@ func TestReceivedWrapsAround(t *testing.T) {
 	rs.on = true
 	base := uint64(1)<<32 - 100
 	rs.sent, rs.acked = base, base
-	rs.retain(make([]byte, 60))
-	rs.retain(make([]byte, 80)) // crosses 2^32
+	rs.retain(make([]byte, 60), 0, nil)
+	rs.retain(make([]byte, 80), 0, nil) // crosses 2^32
 	e := &Engine{rs: rs, stats: new(Counters)}
 	f := frame.Frame{Header: frame.Header{Type: frame.TypeReceived, Arg: uint32(base + 140)}}
 	e.onReceived(&f)
@@ -528,7 +550,9 @@ func FuzzResumePair(f *testing.F) {
 	f.Add(uint64(2), uint16(900), uint8(3), true)
 	f.Add(uint64(3), uint16(300), uint8(1), true)
 	f.Fuzz(func(t *testing.T, seed uint64, steps uint16, cutEvery uint8, resets bool) {
-		p := newPair(t, seed, resumeConfig(), resumeConfig())
+		cfg := resumeConfig()
+		cfg.Splice = seed&1 == 1 // odd seeds splice DATA, as the fast paths do
+		p := newPair(t, seed, cfg, cfg)
 		p.run(int(steps%2000), int(cutEvery), resets)
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/mux/internal/pool"
 )
 
 // streamList is an intrusive FIFO of streams ready to send (Stream.next).
@@ -172,7 +173,11 @@ func (e *Engine) AppendBatch(dst []byte, now time.Duration) []byte {
 		e.lastSend = now
 		e.stats.FramesOut.Add(uint64(frames))
 		if e.rs.on {
-			e.rs.retain(dst[start:])
+			var segs []pool.Segment
+			if e.splice != nil {
+				segs = e.splice.segs
+			}
+			e.rs.retain(dst, start, segs)
 		}
 	}
 	e.checkStall(now)
