@@ -154,8 +154,11 @@ const yieldMessage = 4 << 10
 func (s *Session) readLoop() {
 	defer close(s.readerDone)
 	for {
-		if s.leadOK && s.wsc.Buffered() == 0 {
-			s.handOff() // a waiting Read reads the socket meanwhile
+		if s.leadOK && s.wsc.Buffered() == 0 && (s.res == nil || s.res.confirm == nil) {
+			// A waiting Read reads the socket meanwhile (after a
+			// resume, from the second message on: the first one
+			// retires the token the resume used).
+			s.handOff()
 		}
 		msg, err := s.wsc.ReadMessage()
 		s.mu.Lock()
@@ -212,7 +215,10 @@ func (s *Session) writeLoop() {
 	s.sendMu.Lock()
 	for {
 		if err := s.directErr; err != nil {
-			s.writeError(err)
+			s.directErr = nil
+			if s.writeError(err) {
+				continue // suspended: a resume brings a new connection
+			}
 			writeFailed = true
 			break
 		}

@@ -80,7 +80,7 @@ var leadHook = func(s *Session, period time.Duration) {}
 
 // canLead reports whether a Read of st may take the token (s.mu held).
 func (s *Session) canLead(st *Stream) bool {
-	return s.leadOK && s.e.Err() == nil && !s.lingering && !st.readDeadlineSet()
+	return s.leadOK && s.e.Err() == nil && !s.e.Suspended() && !s.lingering && !st.readDeadlineSet()
 }
 
 // takeLead gives the token to the waiting Read of st if it is free or was
@@ -161,8 +161,9 @@ func (s *Session) giveBack(st *Stream, failed bool) {
 func (s *Session) leadOnce() error {
 	s.peeking = true
 	leadHook(s, 0)
+	c := s.wsc // a resume replaces it, but not while a Read leads
 	s.unlock()
-	err := s.wsc.Wait()
+	err := c.Wait()
 	s.mu.Lock()
 	s.peeking = false
 	if s.interrupted {
@@ -178,7 +179,7 @@ func (s *Session) leadOnce() error {
 		return err
 	}
 	s.unlock()
-	msg, err := s.wsc.ReadMessage()
+	msg, err := c.ReadMessage()
 	s.mu.Lock()
 	if err != nil {
 		return err

@@ -20,7 +20,7 @@ import (
 )
 
 // Session resumption (docs/spec/wsmux-resume-v1.md) over the goroutine
-// driver: when the connection drops, the session is suspended (the
+// driver and the fast paths: when the connection drops, the session is suspended (the
 // engine keeps every stream), the client redials with its token and its
 // received count, the server's ResumeRegistry hands the new connection to
 // the suspended session, and both replay what the other did not get.
@@ -245,6 +245,7 @@ func (s *Session) attach(conn net.Conn, br *bufio.Reader, peer uint64) error {
 		return err
 	}
 	s.wsc = wsio.New(conn, br, s.client, s.cfg.MaxMessageSize)
+	s.leadOK = s.directWrites && wsio.Interruptible(conn)
 	s.wsc.SetNotify(s.wakeWriter)
 	s.wsc.SetMessageHook(s.messageHook)
 	s.readerDone = make(chan struct{})

@@ -105,9 +105,12 @@ func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Ses
 	}
 	drv := cfg.Driver.resolve()
 	if cfg.Resume {
-		// The connection changes on resume: the goroutine driver, over a
-		// connection whose deadlines and Close follow the one in use.
-		drv = DriverGoroutines
+		// The connection changes on resume: deadlines and Close follow
+		// the one in use. The event loop's registration does not move
+		// to a new descriptor: resumable sessions get the fast paths.
+		if drv == DriverEventLoop {
+			drv = DriverFastPaths
+		}
 		s.res = &resumer{sc: &swapConn{c: conn}}
 		s.conn = s.res.sc
 	}
