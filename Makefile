@@ -8,7 +8,7 @@ PKGS      := ./...
 WSMUX_SOAK ?= 30s
 export WSMUX_SOAK
 
-.PHONY: test ts-test vet fmt-check lint bench bench-go bench-idle fuzz fuzz-seeds fuzz-long fuzz-ci fuzz-vet
+.PHONY: test ts-test vet fmt-check lint cross bench bench-go bench-idle fuzz fuzz-seeds fuzz-long fuzz-ci fuzz-vet
 
 # The packages whose tests drive sessions: make test runs them once more with the reference
 # driver (mux.DriverGoroutines) in place of the default fast paths.
@@ -48,9 +48,15 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 
-## lint: vet + gofmt + layering rules of README.md's Layout (frame and flow import nothing of the project; mux no Kubernetes).
-lint: vet fmt-check
+## lint: vet + gofmt + layering rules of README.md's Layout (frame and flow import nothing of the project; mux no Kubernetes)
+## + the cross builds.
+lint: vet fmt-check cross
 	@bash scripts/check-layers.sh
+
+## cross: every package (tests aside) builds for Windows and macOS too: go install of the command works there.
+cross:
+	GOOS=windows $(GO) build ./...
+	GOOS=darwin $(GO) build ./...
 
 ## bench: the side-by-side comparison of wsmux, SPDY, yamux, smux and the tcp/ws ceilings: the
 ## full suite, 3 runs each, medians (about 7 min on 2 cores; `go run ./cmd/wsmux bench --quick`

@@ -174,3 +174,23 @@ func (t Target) Query(client url.Values) url.Values {
 	}
 	return q
 }
+
+// NoAnswerError is a handoff sent without an answer (a timeout): the
+// gateway may be serving the socket, so the controller must not write to
+// it; it only closes its copy.
+type NoAnswerError struct{ Err error }
+
+func (e *NoAnswerError) Error() string {
+	return "controller: no answer from the gateway to the handoff: " + e.Err.Error()
+}
+func (e *NoAnswerError) Unwrap() error { return e.Err }
+
+// ErrTLS is HandoffHTTP's error for a request that came over TLS: TLS
+// state cannot move to another process, so TLS must end in front of the
+// controller (a load balancer, a proxy), or the controller uses tickets.
+var ErrTLS = errors.New("controller: cannot hand off a TLS connection: terminate TLS in front of the controller, or use tickets")
+
+// ErrHandoffUnsupported is what Handoff and HandoffHTTP return on systems
+// without Unix sockets' descriptor passing (SCM_RIGHTS), such as Windows:
+// use tickets there.
+var ErrHandoffUnsupported = errors.New("controller: socket handoff needs a Unix system (descriptor passing); use tickets")

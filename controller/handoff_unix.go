@@ -86,22 +86,7 @@ func Handoff(ctx context.Context, socketPath string, client syscall.Conn, m Hand
 	return nil
 }
 
-// NoAnswerError is a handoff sent without an answer (a timeout): the
-// gateway may be serving the socket, so the controller must not write to
-// it; it only closes its copy.
-type NoAnswerError struct{ Err error }
-
-func (e *NoAnswerError) Error() string {
-	return "controller: no answer from the gateway to the handoff: " + e.Err.Error()
-}
-func (e *NoAnswerError) Unwrap() error { return e.Err }
-
 const closedMessage = "the gateway closed the handoff connection without answering (is this uid allowed by --handoff-allow-uid?)"
-
-// ErrTLS is HandoffHTTP's error for a request that came over TLS: TLS
-// state cannot move to another process, so TLS must end in front of the
-// controller (a load balancer, a proxy), or the controller uses tickets.
-var ErrTLS = errors.New("controller: cannot hand off a TLS connection: terminate TLS in front of the controller, or use tickets")
 
 // HandoffHTTP hands the connection of r, an upgrade request a net/http
 // handler has authenticated and authorized, to the gateway: it hijacks

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"regexp"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -144,12 +142,14 @@ func (a *app) setupTTY(withStdin bool) (restore func(), sizes remotecommand.Term
 	}, q, true
 }
 
-// winchQueue reports the terminal's size now and after every SIGWINCH.
+// winchQueue reports the terminal's size now and whenever it changes
+// (watchResize: SIGWINCH, or a poll where there is no such signal).
 type winchQueue struct {
-	fd   int
-	ch   chan *remotecommand.TerminalSize
-	stop chan struct{}
-	sig  chan os.Signal
+	fd        int
+	ch        chan *remotecommand.TerminalSize
+	stop      chan struct{}
+	stopWatch func()
+	last      remotecommand.TerminalSize
 }
 
 func (q *winchQueue) size() *remotecommand.TerminalSize {
@@ -161,9 +161,10 @@ func (q *winchQueue) size() *remotecommand.TerminalSize {
 }
 
 func (q *winchQueue) start() {
-	q.sig = make(chan os.Signal, 1)
-	signal.Notify(q.sig, syscall.SIGWINCH)
+	resized, stopWatch := watchResize()
+	q.stopWatch = stopWatch
 	if s := q.size(); s != nil {
+		q.last = *s
 		q.ch <- s
 	}
 	go func() {
@@ -171,8 +172,9 @@ func (q *winchQueue) start() {
 			select {
 			case <-q.stop:
 				return
-			case <-q.sig:
-				if s := q.size(); s != nil {
+			case <-resized:
+				if s := q.size(); s != nil && *s != q.last {
+					q.last = *s
 					select {
 					case <-q.ch: // replace a size not yet taken
 					default:
@@ -185,7 +187,7 @@ func (q *winchQueue) start() {
 }
 
 func (q *winchQueue) close() {
-	signal.Stop(q.sig)
+	q.stopWatch()
 	close(q.stop)
 }
 

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -109,7 +108,7 @@ func (n *Nginx) start(t *testing.T) bool {
 	defer stderr.Close()
 	cmd := exec.Command(n.bin, "-p", n.dir, "-c", n.conf, "-e", filepath.Join(n.dir, "error.log"), "-g", "daemon off;")
 	cmd.Stdout, cmd.Stderr = stderr, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	newProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +126,7 @@ func (n *Nginx) start(t *testing.T) bool {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	killGroup(cmd.Process)
 	<-exited
 	return false
 }
@@ -138,11 +137,11 @@ func (n *Nginx) stop() {
 	if n.cmd == nil {
 		return
 	}
-	_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGTERM)
+	terminateGroup(n.cmd.Process)
 	select {
 	case <-n.exited:
 	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(n.cmd.Process)
 		<-n.exited
 	}
 	n.cmd = nil
