@@ -124,6 +124,13 @@ type Config struct {
 	// ResumeRegistry is the server's table of resumable sessions (Upgrade
 	// registers them and routes resume requests to them).
 	ResumeRegistry *ResumeRegistry
+	// OnResumeEvent, if set, is called for every suspension and every
+	// resume of a resumable session, in order, from a goroutine of the
+	// session's own and never with its lock held: it may call the
+	// session's methods, and the next event waits until it returns. A
+	// suspension that ends the session (ResumeTimeout, a refused resume)
+	// is no event: Done and Err report it.
+	OnResumeEvent func(*Session, ResumeEvent)
 }
 
 // Default values of Config (DefaultConfig returns them all).

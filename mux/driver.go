@@ -163,7 +163,7 @@ func (s *Session) readLoop() {
 		msg, err := s.wsc.ReadMessage()
 		s.mu.Lock()
 		if err != nil {
-			if !isPeerEnd(err) && s.lost(s.now()) {
+			if !isPeerEnd(err) && s.lost(s.now(), err) {
 				s.unlock() // suspended: the next connection gets a new reader
 				return
 			}
@@ -222,7 +222,7 @@ func (s *Session) writeLoop() {
 			writeFailed = true
 			break
 		}
-		if s.wsc.ControlPending() && !s.suspended() {
+		if s.wsc.ControlPending() && !s.Suspended() {
 			// A pong or close reply goes out even when no batch was
 			// written for long: the deadline of the last one has passed.
 			if t := time.Now(); s.wdl.Sub(t) < s.cfg.WriteTimeout*3/4 {
@@ -232,7 +232,7 @@ func (s *Session) writeLoop() {
 		}
 		if err := s.wsc.FlushControl(); err != nil {
 			s.mu.Lock()
-			if s.lost(s.now()) {
+			if s.lost(s.now(), err) {
 				s.unlock()
 				continue
 			}
@@ -257,7 +257,7 @@ func (s *Session) writeLoop() {
 			e.SetPartial(0, false)
 		}
 		e.Tick(now)
-		if e.TakeConnLost() && !s.lost(now) { // resume.go
+		if lost, err := e.TakeConnLost(); lost && !s.lost(now, err) { // resume.go
 			e.FailConnLost()
 		}
 		b = e.AppendBatch(b, now)
@@ -348,7 +348,7 @@ func (s *Session) writeBatch(b []byte, dead bool, closeBy time.Duration) error {
 func (s *Session) writeError(err error) bool {
 	if s.res != nil {
 		s.mu.Lock()
-		ok := s.lost(s.now())
+		ok := s.lost(s.now(), err)
 		s.unlock()
 		if ok {
 			return true

@@ -119,15 +119,26 @@ type resumer struct {
 	confirm    *ResumeRegistry
 	confirmKey [32]byte
 	suspSeq    uint64 // s.mu: the registry's number of the current suspension (server)
+	// events wait for Config.OnResumeEvent (s.mu); delivering: a
+	// goroutine is delivering them (resume_events.go).
+	events     []ResumeEvent
+	delivering bool
 }
 
 // lost is called by the reader or the writer when the connection failed
-// (s.mu held): it suspends the session if it can and reports whether it
-// did. The client starts redialling.
-func (s *Session) lost(now time.Duration) bool {
+// with err (s.mu held): it suspends the session if it can and reports
+// whether it did. The client starts redialling.
+func (s *Session) lost(now time.Duration, err error) bool {
 	r := s.res
-	if r == nil || (r.redial == nil && r.reg == nil) || !s.e.Suspend(now) {
+	if r == nil || (r.redial == nil && r.reg == nil) {
 		return false
+	}
+	was := s.e.Suspended()
+	if !s.e.Suspend(now) {
+		return false
+	}
+	if !was {
+		s.postResumeEvent(ResumeEvent{Suspended: true, Err: err})
 	}
 	r.sc.drop()
 	if r.reg != nil {
@@ -212,8 +223,10 @@ func isPeerEnd(err error) bool {
 	return errors.As(err, &ce) || errors.As(err, &pe)
 }
 
-// suspended reports whether the session is suspended (s.mu not held).
-func (s *Session) suspended() bool {
+// Suspended reports whether the session is suspended: its connection
+// dropped and it waits to be resumed (Config.Resume). Reads and Writes
+// wait meanwhile.
+func (s *Session) Suspended() bool {
 	if s.res == nil {
 		return false
 	}
@@ -252,6 +265,7 @@ func (s *Session) attach(conn net.Conn, br *bufio.Reader, peer uint64) error {
 	if r.reg != nil {
 		r.reg.unsuspend(s)
 	}
+	s.postResumeEvent(ResumeEvent{})
 	s.unlock()
 	go s.readLoop()
 	return nil
@@ -519,7 +533,7 @@ func (g *ResumeRegistry) resume(w http.ResponseWriter, r *http.Request, tok stri
 		return &HandshakeError{StatusCode: http.StatusConflict}
 	}
 	// The server may not have seen the old connection drop yet.
-	if !s.lost(s.now()) && !s.e.Suspended() {
+	if !s.lost(s.now(), errReplaced) && !s.e.Suspended() {
 		s.unlock()
 		w.Header().Set(headerResume, "unknown")
 		http.Error(w, "wsmux: no such session here", http.StatusNotFound)

@@ -430,13 +430,13 @@ func (e *Engine) connTimedOut(err error) bool {
 }
 
 // TakeConnLost reports, once, that a keepalive or read timeout found the
-// connection dead while resumption is in effect: the driver drops the
-// connection and suspends the session, or, when it cannot (no way to
-// redial or be found), calls FailConnLost.
-func (e *Engine) TakeConnLost() bool {
+// connection dead while resumption is in effect, and the timeout's error:
+// the driver drops the connection and suspends the session, or, when it
+// cannot (no way to redial or be found), calls FailConnLost.
+func (e *Engine) TakeConnLost() (bool, error) {
 	v := e.rs.connLost
 	e.rs.connLost = false
-	return v
+	return v, e.rs.connLostErr
 }
 
 // FailConnLost ends the session as the timeout would have without
