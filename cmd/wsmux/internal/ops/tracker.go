@@ -111,10 +111,9 @@ func (t *Tracker) snapshot() snapshot {
 	for e := range t.live {
 		s.active[e.proto]++
 		if e.sess != nil {
-			st := e.sess.Stats()
-			addStats(&s.stats, st)
+			addStats(&s.stats, e.sess.Stats())
 			s.streamsActive += e.sess.NumStreams()
-			if st.Suspends > st.Resumes {
+			if e.sess.Suspended() {
 				s.suspended++
 			}
 		}
@@ -139,7 +138,7 @@ func (t *Tracker) Drain(ctx context.Context) bool {
 	for _, s := range sess {
 		// A suspended session (resumption) cannot drain: its client's
 		// resume would have to reach this server, which stopped listening.
-		if st := s.Stats(); st.Suspends > st.Resumes {
+		if s.Suspended() {
 			_ = s.Close()
 			continue
 		}
