@@ -3,7 +3,6 @@ package mux
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"runtime/debug"
 	"strings"
@@ -49,25 +48,7 @@ func TestResumeDirectWriteFailure(t *testing.T) {
 		}
 		return &failingConn{Conn: c, armed: &armed, direct: &direct}, nil
 	}}
-	s, err := d.Dial(context.Background(), "ws://"+rs.host()+"/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	st, err := s.Open(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	echo := func(b byte) {
-		t.Helper()
-		if _, err := st.Write([]byte{b}); err != nil {
-			t.Fatalf("Write: %v", err)
-		}
-		got := make([]byte, 1)
-		if _, err := io.ReadFull(st, got); err != nil || got[0] != b {
-			t.Fatalf("echo of %q: %q, %v", b, got, err)
-		}
-	}
+	s, echo := dialEcho(t, &d, "ws://"+rs.host()+"/")
 	// After an echo the writer is parked but for rare scheduling: the
 	// armed failure then hits the writer goroutine instead, which
 	// suspends the session too; the test goes on until the direct write

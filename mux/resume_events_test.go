@@ -23,25 +23,7 @@ func TestResumeEvents(t *testing.T) {
 		hooked = s // read after the events that follow its writes
 		cliEv <- ev
 	}
-	s, err := (&Dialer{Config: cfg}).Dial(context.Background(), "ws://"+proxy.Addr()+"/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	st, err := s.Open(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	echo := func(b byte) {
-		t.Helper()
-		if _, err := st.Write([]byte{b}); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]byte, 1)
-		if _, err := io.ReadFull(st, got); err != nil || got[0] != b {
-			t.Fatalf("echo of %q: %q, %v", b, got, err)
-		}
-	}
+	s, echo := dialEcho(t, &Dialer{Config: cfg}, "ws://"+proxy.Addr()+"/")
 	expect := func(side string, ch chan ResumeEvent, suspended bool) {
 		t.Helper()
 		ev := <-ch
@@ -84,4 +66,30 @@ func TestResumeEvents(t *testing.T) {
 	ss := <-rs.sessions // suspended too, until its ResumeTimeout: end it
 	_ = ss.Close()
 	<-ss.Done()
+}
+
+// dialEcho dials url with d and opens a stream to a server that echoes
+// it; echo(b) writes b and checks that it comes back. t's cleanup closes
+// the session.
+func dialEcho(t *testing.T, d *Dialer, url string) (*Session, func(b byte)) {
+	t.Helper()
+	s, err := d.Dial(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	st, err := s.Open(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, func(b byte) {
+		t.Helper()
+		if _, err := st.Write([]byte{b}); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		got := make([]byte, 1)
+		if _, err := io.ReadFull(st, got); err != nil || got[0] != b {
+			t.Fatalf("echo of %q: %q, %v", b, got, err)
+		}
+	}
 }
