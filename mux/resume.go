@@ -19,11 +19,12 @@ import (
 	"github.com/wsmux/wsmux/mux/internal/wsio"
 )
 
-// Session resumption (docs/spec/wsmux-resume-v1.md) over the goroutine
-// driver and the fast paths: when the connection drops, the session is suspended (the
-// engine keeps every stream), the client redials with its token and its
-// received count, the server's ResumeRegistry hands the new connection to
-// the suspended session, and both replay what the other did not get.
+// Session resumption (docs/spec/wsmux-resume-v1.md), over the goroutine
+// driver and the fast paths: when the connection drops, the session is
+// suspended (the engine keeps every stream), the client redials with its
+// token and its received count, the server's ResumeRegistry hands the new
+// connection to the suspended session, and both replay what the other
+// did not get.
 
 // Headers of the resume handshake.
 const (
