@@ -369,22 +369,28 @@ func (s *Session) writeError(err error) bool {
 	return false
 }
 
-// directWriteMax is the largest Write that may send its own batch instead
-// of waking the writer goroutine: interactive writes (keystrokes, small
-// requests, echoes) save two goroutine handoffs per round trip, while bulk
-// writes keep the writer's batching and its overlap with the application.
+// directWriteMax is the largest Write that may send its own batch when
+// its stream has a write deadline. Without one, a Write of any size whose
+// bytes are all queued and that finds the writer goroutine parked lays out
+// and writes the batch itself: it saves the two goroutine handoffs of
+// waking the writer and waiting for it (docs/performance.md, "Direct
+// writes"), and the caller waits on the socket as a yamux or x/net/http2
+// Write does. A deadline cannot bound a socket write that is under way
+// (stopping it inside a WebSocket message would break the connection), so
+// a stream with one sends small writes only, which a socket seldom blocks.
 const directWriteMax = 4 << 10
 
 // kick gets queued bytes moving after a Write of n bytes (s.mu held; it
-// releases it). When the writer goroutine is parked, nothing else is being
-// written, and the write is small, the calling goroutine lays out and
-// writes the batch itself; otherwise it wakes the writer.
-func (s *Session) kick(n int) {
+// releases it); deadline says whether the stream has a write deadline.
+// When the writer goroutine is parked and nothing else is being written,
+// the calling goroutine lays out and writes the batch itself (see
+// directWriteMax); otherwise it wakes the writer.
+func (s *Session) kick(n int, deadline bool) {
 	if s.ev != nil {
 		s.ev.kick(n) // the event loop's own direct write
 		return
 	}
-	if n > directWriteMax || !s.takeWriter() {
+	if deadline && n > directWriteMax || !s.takeWriter() {
 		s.wakeWriter()
 		s.unlock()
 		return

@@ -242,3 +242,86 @@ func directWriteFailureEndsSession(t *testing.T) {
 	require.Error(t, err, "the Write's caller learns of it")
 	require.Error(t, cs.Err())
 }
+
+// parkedConn records, for each Write on the connection, whether the
+// session's writer goroutine was parked: if it was, the Write's caller
+// wrote the batch itself.
+type parkedConn struct {
+	net.Conn
+	mu     sync.Mutex
+	sess   *Session
+	parked []bool
+}
+
+func (c *parkedConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	if c.sess != nil {
+		c.parked = append(c.parked, c.sess.writerParked.Load())
+	}
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+// take returns the recorded writes and starts a new record.
+func (c *parkedConn) take() []bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.parked
+	c.parked = nil
+	return p
+}
+
+// TestDirectWriteSizes: with the writer goroutine parked, a Write of any
+// size sends its own batch (the writer stays parked through it), unless
+// the stream has a write deadline: then only a small one does, and a
+// large one is handed to the writer. Every byte arrives either way.
+func TestDirectWriteSizes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := net.Pipe()
+		pc := &parkedConn{Conn: a}
+		cs, err := Client(pc, fastPaths(nil))
+		require.NoError(t, err)
+		ss, err := Server(b, fastPaths(nil))
+		require.NoError(t, err)
+		defer ss.Close()
+		defer cs.Close()
+		st, peer := openPair(t, cs, ss)
+		pc.mu.Lock()
+		pc.sess = cs
+		pc.mu.Unlock()
+		cases := []struct {
+			name     string
+			size     int
+			deadline bool
+			direct   bool
+		}{
+			{"small", 100, false, true},
+			{"large", 32 << 10, false, true},
+			{"small with deadline", 100, true, true},
+			{"large with deadline", 32 << 10, true, false},
+		}
+		for i, tc := range cases {
+			var dl time.Time
+			if tc.deadline {
+				dl = time.Now().Add(time.Hour)
+			}
+			require.NoError(t, st.SetWriteDeadline(dl))
+			synctest.Wait() // the writer goroutine parks
+			pc.take()
+			data := bytes.Repeat([]byte{byte(i + 1)}, tc.size)
+			done := make(chan error, 1)
+			go func() {
+				_, err := st.Write(data)
+				done <- err
+			}()
+			got := make([]byte, tc.size)
+			_, err := io.ReadFull(peer, got)
+			require.NoError(t, err, tc.name)
+			require.NoError(t, <-done, tc.name)
+			require.Equal(t, data, got, tc.name)
+			writes := pc.take()
+			require.NotEmpty(t, writes, tc.name)
+			require.Equal(t, tc.direct, writes[0], "%s: written by the Write's caller", tc.name)
+		}
+	})
+}

@@ -60,6 +60,13 @@ func (st *Stream) writeDeadline() chan struct{} {
 	return nil
 }
 
+// writeDeadlineSet reports whether a write deadline is set (pending or
+// passed).
+func (st *Stream) writeDeadlineSet() bool {
+	d := st.dl.Load()
+	return d != nil && d.wr.active()
+}
+
 // readDeadlineSet reports whether a read deadline is set (pending or
 // passed).
 func (st *Stream) readDeadlineSet() bool {
@@ -259,7 +266,7 @@ func (st *Stream) Write(p []byte) (int, error) {
 		}
 		if n == len(p) {
 			if kick {
-				s.kick(n) // releases s.mu
+				s.kick(n, st.writeDeadlineSet()) // releases s.mu
 			} else {
 				s.unlock()
 			}
