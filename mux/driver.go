@@ -387,7 +387,7 @@ const directWriteMax = 4 << 10
 // directWriteMax); otherwise it wakes the writer.
 func (s *Session) kick(n int, deadline bool) {
 	if s.ev != nil {
-		s.ev.kick(n) // the event loop's own direct write
+		s.ev.kick() // the event loop's own direct write
 		return
 	}
 	if deadline && n > directWriteMax || !s.takeWriter() {

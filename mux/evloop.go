@@ -225,14 +225,15 @@ func (c *evConn) signal(bits uint32) {
 	}
 }
 
-// kick gets queued bytes moving after a Write of n bytes (s.mu held; it
-// releases it). A small Write of a session no worker holds runs the
-// session's turn on the calling goroutine: the batch goes out with no
-// handoff to a worker (as the goroutine drivers' direct writes), which
-// is most of an echo's cost on the loop. Larger ones queue the session.
-func (c *evConn) kick(n int) {
+// kick gets queued bytes moving after a Write (s.mu held; it releases it).
+// A Write to a session no worker holds runs the session's turn on the
+// calling goroutine: the batch goes out with no handoff to a worker (as
+// the goroutine drivers' direct writes), which is most of an echo's cost
+// on the loop and a good part of a bulk transfer's. The turn's writes never
+// block (a full socket waits for the poller), so its size does not matter.
+func (c *evConn) kick() {
 	s := c.s
-	if n > directWriteMax || !c.flags.CompareAndSwap(0, evQueued|evWake) {
+	if !c.flags.CompareAndSwap(0, evQueued|evWake) {
 		c.signal(evWake)
 		s.unlock()
 		return
