@@ -369,28 +369,28 @@ func (s *Session) writeError(err error) bool {
 	return false
 }
 
-// directWriteMax is the largest Write that may send its own batch when
-// its stream has a write deadline. Without one, a Write of any size whose
-// bytes are all queued and that finds the writer goroutine parked lays out
-// and writes the batch itself: it saves the two goroutine handoffs of
-// waking the writer and waiting for it (docs/performance.md, "Direct
-// writes"), and the caller waits on the socket as a yamux or x/net/http2
-// Write does. A deadline cannot bound a socket write that is under way
-// (stopping it inside a WebSocket message would break the connection), so
-// a stream with one sends small writes only, which a socket seldom blocks.
+// directWriteMax is the largest Write that sends its own batch whatever
+// else is queued. A larger one does so only when its stream is the only
+// one with DATA to send and has no write deadline: one bulk stream then
+// saves the two goroutine handoffs of waking the writer and waiting for it
+// (docs/performance.md, "Direct writes"), its caller waiting on the socket
+// as a yamux or x/net/http2 Write does, and a Write's goroutine never
+// writes other streams' bulk. A deadline cannot bound a socket write under
+// way (stopping inside a WebSocket message would break the connection),
+// and a small write seldom finds the socket full.
 const directWriteMax = 4 << 10
 
-// kick gets queued bytes moving after a Write of n bytes (s.mu held; it
-// releases it); deadline says whether the stream has a write deadline.
-// When the writer goroutine is parked and nothing else is being written,
-// the calling goroutine lays out and writes the batch itself (see
-// directWriteMax); otherwise it wakes the writer.
-func (s *Session) kick(n int, deadline bool) {
+// kick gets queued bytes moving after a Write of n bytes on st (s.mu
+// held; it releases it). When the writer goroutine is parked and nothing
+// else is being written, the calling goroutine may lay out and write the
+// batch itself (see directWriteMax); otherwise it wakes the writer.
+func (s *Session) kick(st *Stream, n int) {
 	if s.ev != nil {
 		s.ev.kick() // the event loop's own direct write
 		return
 	}
-	if deadline && n > directWriteMax || !s.takeWriter() {
+	direct := n <= directWriteMax || s.e.SoleSender(&st.rec) && !st.writeDeadlineSet()
+	if !direct || !s.takeWriter() {
 		s.wakeWriter()
 		s.unlock()
 		return

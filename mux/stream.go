@@ -266,7 +266,7 @@ func (st *Stream) Write(p []byte) (int, error) {
 		}
 		if n == len(p) {
 			if kick {
-				s.kick(n, st.writeDeadlineSet()) // releases s.mu
+				s.kick(st, n) // releases s.mu
 			} else {
 				s.unlock()
 			}

@@ -389,3 +389,35 @@ func TestCloseReadThenFin(t *testing.T) {
 		})
 	}
 }
+
+// TestSoleSender: a stream is the sole sender only while it is the one
+// stream with DATA ready to send, in whichever class.
+func TestSoleSender(t *testing.T) {
+	c := New(testConfig(), false, nil, 0)
+	var s frame.Settings
+	msg := frame.AppendSettings(nil, &s)
+	msg = appendOK(frame.AppendHeadersBlock(msg, 1, frame.FlagSYN, nil))
+	msg = appendOK(frame.AppendHeadersBlock(msg, 3, frame.FlagSYN, nil))
+	require.NoError(t, c.Feed(msg, 0))
+	require.Len(t, c.acceptQ, 2)
+	a, b := c.acceptQ[0], c.acceptQ[1]
+	write := func(st *Stream, n int) {
+		t.Helper()
+		k, _, err := c.Write(st, make([]byte, n))
+		require.NoError(t, err)
+		require.Equal(t, n, k)
+	}
+	require.False(t, c.SoleSender(a), "nothing queued")
+	write(a, 100) // the interactive class
+	require.True(t, c.SoleSender(a))
+	require.False(t, c.SoleSender(b))
+	write(b, 64<<10) // the bulk class
+	require.False(t, c.SoleSender(a), "b has DATA too")
+	require.False(t, c.SoleSender(b), "a has DATA too")
+	c.AppendBatch(nil, 0)
+	require.False(t, c.SoleSender(a), "both were sent")
+	require.False(t, c.SoleSender(b), "both were sent")
+	write(b, 64<<10)
+	write(b, 64<<10)
+	require.True(t, c.SoleSender(b), "one stream, however much it queued")
+}

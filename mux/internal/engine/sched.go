@@ -45,6 +45,14 @@ func (e *Engine) link(st *Stream) {
 	}
 }
 
+// SoleSender reports whether st is the only stream with DATA ready to
+// send: a batch laid out now carries no other stream's bytes.
+func (e *Engine) SoleSender(st *Stream) bool {
+	a, b := &e.lists[0], &e.lists[1]
+	return a.head == st && a.tail == st && b.head == nil ||
+		b.head == st && b.tail == st && a.head == nil
+}
+
 // unlink takes st off its list (O(n) in the list: only on resets).
 func (e *Engine) unlink(st *Stream) {
 	if st.inList == 0 {
