@@ -45,14 +45,15 @@ type Engine struct {
 	maxStrDirty bool   // a MAX_STREAMS is queued
 
 	// Flow control.
-	sessRecv   flow.Receiver
-	sessSend   sendCredit
-	sessWU     uint32
-	sessWUQ    bool
-	budget     memBudget
-	txQueued   int         // bytes queued by all streams, not yet laid out
-	sessWait   streamQueue // writers waiting for session send-buffer room
-	largestWin uint32
+	sessRecv      flow.Receiver
+	sessSend      sendCredit
+	sessWU        uint32
+	sessWUQ       bool
+	budget        memBudget
+	txQueued      int         // bytes queued by all streams, not yet laid out
+	writesWaiting int         // streams whose Write waits for room or credit
+	sessWait      streamQueue // writers waiting for session send-buffer room
+	largestWin    uint32
 
 	// Control queues.
 	urgent    ctrlQueue

@@ -420,4 +420,18 @@ func TestSoleSender(t *testing.T) {
 	write(b, 64<<10)
 	write(b, 64<<10)
 	require.True(t, c.SoleSender(b), "one stream, however much it queued")
+
+	// A Write waiting for credit on a keeps b from being alone.
+	c.AppendBatch(nil, 0)
+	for i := 0; i < 100 && a.tx.avail() > 0; i++ {
+		write(a, min(a.tx.avail(), 64<<10))
+		c.AppendBatch(nil, 0)
+	}
+	k, _, err := c.Write(a, make([]byte, 10))
+	require.NoError(t, err)
+	require.Zero(t, k, "a has no credit left: its Write waits")
+	write(b, 100)
+	require.False(t, c.SoleSender(b), "a's Write waits for credit")
+	c.StopWaiting(a) // it gave up
+	require.True(t, c.SoleSender(b))
 }

@@ -184,6 +184,7 @@ func (e *Engine) maybeFinish(st *Stream) {
 	}
 	st.removed = true
 	delete(e.streams, st.id)
+	e.setWriteWaiting(st, false)
 	e.unlink(st)
 	st.rx.Release()
 	if !st.local {

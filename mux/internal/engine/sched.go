@@ -45,12 +45,18 @@ func (e *Engine) link(st *Stream) {
 	}
 }
 
-// SoleSender reports whether st is the only stream with DATA ready to
-// send: a batch laid out now carries no other stream's bytes.
+// SoleSender reports whether st is the only stream sending: the only one
+// with DATA ready to send, and no other stream's Write waits for room or
+// credit (streams held back by flow control are still sending).
 func (e *Engine) SoleSender(st *Stream) bool {
 	a, b := &e.lists[0], &e.lists[1]
-	return a.head == st && a.tail == st && b.head == nil ||
+	alone := a.head == st && a.tail == st && b.head == nil ||
 		b.head == st && b.tail == st && a.head == nil
+	waiting := e.writesWaiting
+	if st.wrWaiting {
+		waiting--
+	}
+	return alone && waiting == 0
 }
 
 // unlink takes st off its list (O(n) in the list: only on resets).

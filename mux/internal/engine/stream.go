@@ -201,7 +201,7 @@ func (e *Engine) Write(st *Stream, p []byte) (n int, queued bool, err error) {
 		}
 	}
 	if n < len(p) {
-		st.wrWaiting = true
+		e.setWriteWaiting(st, true)
 		if e.cfg.SessionSendBuffer-e.txQueued <= 0 && !st.sessWaiting {
 			st.sessWaiting = true
 			e.sessWait.push(st)
@@ -216,13 +216,31 @@ func (e *Engine) Write(st *Stream, p []byte) (n int, queued bool, err error) {
 // waits. With many streams most of these wake-ups would be spurious.
 func (e *Engine) roomCame(st *Stream) {
 	if st.wrWaiting && !st.sessWaiting {
-		st.wrWaiting = false
+		e.setWriteWaiting(st, false)
 		e.emitStream(st, EvWritable)
 	}
 }
 
-// StopWaiting says the Write that waited on st no longer does.
-func (e *Engine) StopWaiting(st *Stream) { st.sessWaiting = false }
+// StopWaiting says the Write that waited on st no longer does (it tries
+// again, or gives up).
+func (e *Engine) StopWaiting(st *Stream) {
+	st.sessWaiting = false
+	e.setWriteWaiting(st, false)
+}
+
+// setWriteWaiting records whether a Write waits on st, keeping the
+// session's count of waiting Writes (SoleSender).
+func (e *Engine) setWriteWaiting(st *Stream, w bool) {
+	if st.wrWaiting == w {
+		return
+	}
+	st.wrWaiting = w
+	if w {
+		e.writesWaiting++
+	} else {
+		e.writesWaiting--
+	}
+}
 
 // CloseWrite ends our direction of st: a FIN follows the queued bytes.
 func (e *Engine) CloseWrite(st *Stream) {
