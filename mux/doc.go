@@ -47,8 +47,10 @@
 // one writer goroutine; the writer sends control frames before data and
 // schedules data round-robin with an interactive class, batching
 // everything ready into one WebSocket message per write. The default,
-// DriverFastPaths, cuts goroutine handoffs and copies: a Write of at most
-// 4 KiB that finds the writer parked lays out and writes its own batch;
+// DriverFastPaths, cuts goroutine handoffs and copies: a Write that finds
+// the writer parked lays out and writes its own batch (any Write of at most
+// 4 KiB, and a larger one when its stream is the only one sending and has
+// no write deadline);
 // DATA that arrives while a Read waits is copied straight into that Read's
 // buffer; on TCP and Unix sockets (and TLS over them) a Read that waits
 // reads the connection itself (leader reads, lead.go); on plain TCP and
