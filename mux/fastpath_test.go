@@ -279,12 +279,7 @@ func TestDirectWriteSizes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := net.Pipe()
 		pc := &parkedConn{Conn: a}
-		cs, err := Client(pc, fastPaths(nil))
-		require.NoError(t, err)
-		ss, err := Server(b, fastPaths(nil))
-		require.NoError(t, err)
-		defer ss.Close()
-		defer cs.Close()
+		cs, ss := sessionsOver(t, pc, b, fastPaths(nil), fastPaths(nil))
 		st, peer := openPair(t, cs, ss)
 		pc.mu.Lock()
 		pc.sess = cs

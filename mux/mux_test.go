@@ -28,6 +28,13 @@ func TestMain(m *testing.M) {
 func pipePair(t testing.TB, ccfg, scfg *Config) (*Session, *Session) {
 	t.Helper()
 	a, b := net.Pipe()
+	return sessionsOver(t, a, b, ccfg, scfg)
+}
+
+// sessionsOver starts a client session on a and a server session on b,
+// both closed when the test ends.
+func sessionsOver(t testing.TB, a, b net.Conn, ccfg, scfg *Config) (*Session, *Session) {
+	t.Helper()
 	cs, err := Client(a, ccfg)
 	require.NoError(t, err)
 	ss, err := Server(b, scfg)

@@ -146,13 +146,7 @@ func TestCoreCloseKeepsQueuedAck(t *testing.T) {
 func TestCoreSharedWindowCap(t *testing.T) {
 	cfg := testConfig()
 	c := New(cfg, false, nil, 0)
-	var s frame.Settings
-	msg := frame.AppendSettings(nil, &s)
-	msg = appendOK(frame.AppendHeadersBlock(msg, 1, frame.FlagSYN, nil))
-	msg = appendOK(frame.AppendHeadersBlock(msg, 3, frame.FlagSYN, nil))
-	require.NoError(t, c.Feed(msg, 0))
-	require.Len(t, c.acceptQ, 2)
-	a, b := c.acceptQ[0], c.acceptQ[1]
+	a, b := acceptTwo(t, c)
 	c.srtt = 10 * time.Millisecond // a slow path: reading at memory speed is a fast epoch
 	c.minRTT = 100 * time.Microsecond
 	buf := make([]byte, 1<<20)
@@ -394,13 +388,7 @@ func TestCloseReadThenFin(t *testing.T) {
 // stream with DATA ready to send, in whichever class.
 func TestSoleSender(t *testing.T) {
 	c := New(testConfig(), false, nil, 0)
-	var s frame.Settings
-	msg := frame.AppendSettings(nil, &s)
-	msg = appendOK(frame.AppendHeadersBlock(msg, 1, frame.FlagSYN, nil))
-	msg = appendOK(frame.AppendHeadersBlock(msg, 3, frame.FlagSYN, nil))
-	require.NoError(t, c.Feed(msg, 0))
-	require.Len(t, c.acceptQ, 2)
-	a, b := c.acceptQ[0], c.acceptQ[1]
+	a, b := acceptTwo(t, c)
 	write := func(st *Stream, n int) {
 		t.Helper()
 		k, _, err := c.Write(st, make([]byte, n))
@@ -434,4 +422,17 @@ func TestSoleSender(t *testing.T) {
 	require.False(t, c.SoleSender(b), "a's Write waits for credit")
 	c.StopWaiting(a) // it gave up
 	require.True(t, c.SoleSender(b))
+}
+
+// acceptTwo feeds c (a server engine) the peer's SETTINGS and SYNs for
+// streams 1 and 3, and returns the two accepted streams.
+func acceptTwo(t *testing.T, c *Engine) (*Stream, *Stream) {
+	t.Helper()
+	var s frame.Settings
+	msg := frame.AppendSettings(nil, &s)
+	msg = appendOK(frame.AppendHeadersBlock(msg, 1, frame.FlagSYN, nil))
+	msg = appendOK(frame.AppendHeadersBlock(msg, 3, frame.FlagSYN, nil))
+	require.NoError(t, c.Feed(msg, 0))
+	require.Len(t, c.acceptQ, 2)
+	return c.acceptQ[0], c.acceptQ[1]
 }
