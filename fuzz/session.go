@@ -166,7 +166,7 @@ type hostile struct {
 	pend   []byte
 	werr   error // the peer's write failed: the session closed the connection
 
-	// model of the credit the peer granted (nil map: lost track)
+	// model of the peer's settings and the credit it granted
 	model *creditModel
 
 	mu       sync.Mutex
@@ -258,7 +258,7 @@ func (h *hostile) readWire() {
 		if len(h.wire)+n <= 8<<20 {
 			h.wire = append(h.wire, buf[:n]...)
 		} else {
-			h.model = nil // too much to check
+			h.model.loseCredit() // too much to check
 		}
 		closed := false
 		if h.clk.RealTime && len(h.wire) < 1<<20 {
@@ -354,9 +354,7 @@ func (h *hostile) write(b []byte) {
 // message sends payload as one binary message in parts fragments.
 func (h *hostile) message(payload []byte, parts int) {
 	h.mu.Lock()
-	if h.model != nil {
-		h.model.peerMessage(payload, h.client)
-	}
+	h.model.peerMessage(payload)
 	h.mu.Unlock()
 	var out []byte
 	size := (len(payload) + parts - 1) / parts
@@ -395,14 +393,14 @@ func (h *hostile) script() {
 			code := [3]byte{9, 10, 8}[int(op>>3)%3]
 			if code == 8 {
 				h.mu.Lock()
-				h.model = nil // the session may stop before it reads the rest
+				h.model.loseCredit() // the session may stop before it reads the rest
 				h.mu.Unlock()
 			}
 			h.write(wsref.AppendFrame(nil, true, code, h.mask, h.key, p))
 		case opRaw:
 			n := min(int(in.u8()), len(in.b))
 			h.mu.Lock()
-			h.model = nil
+			h.model.loseRaw()
 			h.mu.Unlock()
 			h.write(in.b[:n])
 			in.b = in.b[n:]
@@ -641,7 +639,10 @@ func (h *hostile) checkWire() error {
 	}
 	lim := frame.DefaultLimits()
 	maxMsg := mux.DefaultConfig().MaxMessageSize
-	if model != nil && model.settings != nil {
+	if model.unknown {
+		// Raw bytes may have carried the peer's SETTINGS: any limits.
+		lim, maxMsg = looseLimits(), 1<<30
+	} else if model.settings != nil {
 		if v, ok := model.settings.Get(frame.SettingMaxDataPayload); ok {
 			lim.MaxDataPayload = int(v)
 		}
@@ -692,7 +693,7 @@ func (h *hostile) checkWire() error {
 			return fmt.Errorf("message %d does not decode: %v", i, it.Err())
 		}
 	}
-	if model == nil {
+	if model.lost {
 		return nil
 	}
 	for id, n := range sent {
@@ -711,18 +712,38 @@ func validCloseCode(c uint16) bool {
 	return c >= 3000 && c <= 4999
 }
 
-// creditModel adds up the credit the peer granted: initial windows from its
-// SETTINGS and every WINDOW_UPDATE it sent. It is an upper bound of what the
-// session may send (it counts frames the session may never have applied).
+// creditModel keeps the peer's SETTINGS (the limits the session's frames
+// must keep) and adds up the credit the peer granted: initial windows from
+// its SETTINGS and every WINDOW_UPDATE it sent. The credit is an upper bound
+// of what the session may send (it counts frames the session may never have
+// applied). The two are lost separately: the settings only when raw bytes
+// went out before the peer's first frame.
 type creditModel struct {
 	settings *frame.Settings
-	started  bool
+	started  bool // the peer's first frame went out
+	unknown  bool // raw bytes may have been the first frame: settings unknown
+	lost     bool // credit no longer tracked
 	grants   map[uint32]int64
 }
 
 func newCreditModel() *creditModel { return &creditModel{grants: map[uint32]int64{}} }
 
-func (m *creditModel) peerMessage(msg []byte, _ bool) {
+// loseCredit stops the credit check; the settings stay known.
+func (m *creditModel) loseCredit() { m.lost = true }
+
+// loseRaw is raw bytes going out: they may carry any frame, the first one
+// included.
+func (m *creditModel) loseRaw() {
+	m.lost = true
+	if !m.started {
+		m.unknown = true
+	}
+}
+
+func (m *creditModel) peerMessage(msg []byte) {
+	if m.unknown {
+		return
+	}
 	lim := looseLimits()
 	var it frame.Iterator
 	it.Reset(msg, lim)
