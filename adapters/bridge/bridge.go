@@ -45,11 +45,11 @@ type Splicer struct {
 
 	mu      sync.Mutex
 	down    k8shttpstream.Connection
-	closing bool           // no new stream creation starts
-	drained bool           // drain waits began: no pump may join them any more
-	pending sync.WaitGroup // upstream CreateStream calls under way
-	upWG    sync.WaitGroup // upstream->downstream pumps (incl. not yet started)
-	allWG   sync.WaitGroup // every pump
+	closing bool  // no new stream creation starts
+	drained bool  // drain waits began: no pump may join them any more
+	pending count // upstream CreateStream calls under way
+	upWG    count // upstream->downstream pumps (incl. not yet started)
+	allWG   count // every pump
 	streams int
 
 	downSet chan struct{} // closed by Start
@@ -217,9 +217,9 @@ func (s *Splicer) watch() {
 		// Streams upstream accepted just before it closed are still being
 		// registered; then deliver everything upstream sent, then close
 		// downstream.
-		waitTimeout(&s.pending, createGrace)
+		s.pending.wait(createGrace)
 		s.startDrain()
-		waitTimeout(&s.upWG, DrainTimeout)
+		s.upWG.wait(DrainTimeout)
 		_ = s.down.Close()
 	case <-s.down.CloseChan():
 		s.markDead()
@@ -229,7 +229,7 @@ func (s *Splicer) watch() {
 	// Both connections are closed (or closing): every stream read ends.
 	_ = s.up.Close()
 	_ = s.down.Close()
-	waitTimeout(&s.allWG, DrainTimeout)
+	s.allWG.wait(DrainTimeout)
 }
 
 func (s *Splicer) markDead() {
@@ -238,21 +238,12 @@ func (s *Splicer) markDead() {
 	s.mu.Unlock()
 }
 
-// startDrain closes the pump wait groups to newcomers before watch waits on
-// them (a WaitGroup must not grow from zero while it is waited on).
+// startDrain turns away streams upstream accepts from now on (they are
+// reset), so the drain that follows waits only for those already spliced.
 func (s *Splicer) startDrain() {
 	s.mu.Lock()
 	s.drained = true
 	s.mu.Unlock()
-}
-
-func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
-	ch := make(chan struct{})
-	go func() { wg.Wait(); close(ch) }()
-	select {
-	case <-ch:
-	case <-time.After(d):
-	}
 }
 
 // Close closes both connections; Wait then returns promptly.
