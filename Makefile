@@ -53,10 +53,13 @@ fmt-check:
 lint: vet fmt-check cross
 	@bash scripts/check-layers.sh
 
-## cross: every package (tests aside) builds for Windows and macOS too: go install of the command works there.
+## cross: every package builds for Windows and macOS too (go install of the command works there),
+## and its tests compile and vet there (tests that need Unix signals or nginx are built for unix only).
 cross:
 	GOOS=windows $(GO) build ./...
 	GOOS=darwin $(GO) build ./...
+	GOOS=windows $(GO) vet ./...
+	GOOS=darwin $(GO) vet ./...
 
 ## bench: the side-by-side comparison of wsmux, SPDY, yamux, smux and the tcp/ws ceilings: the
 ## full suite, 3 runs each, medians (about 7 min on 2 cores; `go run ./cmd/wsmux bench --quick`
