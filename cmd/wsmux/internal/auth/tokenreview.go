@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -34,7 +35,8 @@ const maxReviewCache = 4096
 // /apis/authentication.k8s.io/v1/tokenreviews and the credentials may
 // create tokenreviews), with the kubeconfig's credentials. Answers are
 // cached by the token's digest: an authenticated user for SuccessTTL, a
-// rejection for FailureTTL; a failed review is not cached.
+// rejection for FailureTTL; a failed review is not cached. Requests for a
+// token whose review is under way wait for it.
 type TokenReviewer struct {
 	url        string
 	client     *http.Client
@@ -42,9 +44,21 @@ type TokenReviewer struct {
 	failureTTL time.Duration
 	now        func() time.Time
 
-	mu    sync.Mutex
-	cache map[[sha256.Size]byte]review
-	sent  int // reviews sent (not answered from the cache)
+	mu       sync.Mutex
+	cache    map[[sha256.Size]byte]review
+	inflight map[[sha256.Size]byte]*flight // reviews under way, by token digest
+	sent     int                           // reviews sent (not answered from the cache)
+}
+
+// flight is one review under way; the requests for the same token that
+// arrive meanwhile wait for its answer instead of sending their own (as
+// Kubernetes' cached token authenticator does), so a burst of connections
+// with a new token costs the endpoint one review.
+type flight struct {
+	done chan struct{}
+	user User
+	rej  *Error
+	err  error // no answer: the review failed
 }
 
 type review struct {
@@ -68,7 +82,7 @@ func NewTokenReviewer(cfg *rest.Config, successTTL, failureTTL time.Duration) (*
 		u = "https://" + u
 	}
 	return &TokenReviewer{url: u, client: c, successTTL: successTTL, failureTTL: failureTTL, now: time.Now,
-		cache: map[[sha256.Size]byte]review{}}, nil
+		cache: map[[sha256.Size]byte]review{}, inflight: map[[sha256.Size]byte]*flight{}}, nil
 }
 
 // Sent returns how many reviews went to the endpoint (cache misses).
@@ -83,35 +97,69 @@ func (t *TokenReviewer) Sent() int {
 // could not be asked.
 func (t *TokenReviewer) Review(ctx context.Context, token string) (User, error) {
 	key := sha256.Sum256([]byte(token))
-	t.mu.Lock()
-	if e, ok := t.cache[key]; ok && t.now().Before(e.until) {
-		t.mu.Unlock()
-		if e.err != nil {
-			return User{}, e.err
+	for {
+		t.mu.Lock()
+		if e, ok := t.cache[key]; ok && t.now().Before(e.until) {
+			t.mu.Unlock()
+			if e.err != nil {
+				return User{}, e.err
+			}
+			return e.user, nil
 		}
-		return e.user, nil
+		f, wait := t.inflight[key]
+		if !wait {
+			f = &flight{done: make(chan struct{})}
+			t.inflight[key] = f
+			t.sent++
+		}
+		t.mu.Unlock()
+		if !wait {
+			t.send(ctx, key, token, f)
+			return f.result()
+		}
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return User{}, reviewFailed(ctx.Err())
+		}
+		if f.err != nil && ctx.Err() == nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
+			continue // the request that sent the review gave up: this one asks again
+		}
+		return f.result()
 	}
-	t.sent++
-	t.mu.Unlock()
+}
 
-	u, rejected, err := t.ask(ctx, token)
-	if err != nil {
-		return User{}, &Error{Reason: ReasonReviewFailed, Detail: "the token could not be checked (TokenReview: " + err.Error() + "): retry later; if it persists, the gateway's token review endpoint is down"}
-	}
-	e := review{user: u, err: rejected, until: t.now().Add(t.successTTL)}
-	if rejected != nil {
-		e.until = t.now().Add(t.failureTTL)
-	}
+// send runs the review of f and caches its answer.
+func (t *TokenReviewer) send(ctx context.Context, key [sha256.Size]byte, token string, f *flight) {
+	f.user, f.rej, f.err = t.ask(ctx, token)
 	t.mu.Lock()
-	if len(t.cache) >= maxReviewCache {
-		t.evict()
+	delete(t.inflight, key)
+	if f.err == nil {
+		e := review{user: f.user, err: f.rej, until: t.now().Add(t.successTTL)}
+		if f.rej != nil {
+			e.until = t.now().Add(t.failureTTL)
+		}
+		if len(t.cache) >= maxReviewCache {
+			t.evict()
+		}
+		t.cache[key] = e
 	}
-	t.cache[key] = e
 	t.mu.Unlock()
-	if rejected != nil {
-		return User{}, rejected
+	close(f.done)
+}
+
+func (f *flight) result() (User, error) {
+	switch {
+	case f.err != nil:
+		return User{}, reviewFailed(f.err)
+	case f.rej != nil:
+		return User{}, f.rej
 	}
-	return u, nil
+	return f.user, nil
+}
+
+func reviewFailed(err error) *Error {
+	return &Error{Reason: ReasonReviewFailed, Detail: "the token could not be checked (TokenReview: " + err.Error() + "): retry later; if it persists, the gateway's token review endpoint is down"}
 }
 
 // evict drops expired entries, and arbitrary ones if none expired (t.mu

@@ -1,12 +1,15 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -69,4 +72,104 @@ func TestTokenReviewCache(t *testing.T) {
 	sent = 0
 	check("good", true, 1)
 	check("good", true, 2)
+}
+
+// heldEndpoint is a TokenReview endpoint in memory whose answers wait for
+// release; it counts the requests it got.
+type heldEndpoint struct {
+	got     chan struct{} // one value per request received
+	release chan struct{}
+}
+
+func (h *heldEndpoint) RoundTrip(r *http.Request) (*http.Response, error) {
+	var tr authnv1.TokenReview
+	if err := json.NewDecoder(r.Body).Decode(&tr); err != nil {
+		return nil, err
+	}
+	h.got <- struct{}{}
+	select {
+	case <-h.release:
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
+	tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: "gus"}}
+	b, _ := json.Marshal(tr)
+	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Header: http.Header{},
+		Body: io.NopCloser(bytes.NewReader(b)), Request: r}, nil
+}
+
+// TestTokenReviewCoalesces: requests for a token whose review is under way
+// wait for it instead of sending their own; one that gives up while
+// waiting returns at once, and when the request that sent the review gives
+// up, a waiting one sends it again.
+func TestTokenReviewCoalesces(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &heldEndpoint{got: make(chan struct{}, 16), release: make(chan struct{})}
+		r, err := NewTokenReviewer(&rest.Config{Host: "https://review.invalid"}, time.Minute, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.client = &http.Client{Transport: h}
+		type answer struct {
+			u   User
+			err error
+		}
+		review := func(ctx context.Context, tok string) <-chan answer {
+			ch := make(chan answer, 1)
+			go func() {
+				u, err := r.Review(ctx, tok)
+				ch <- answer{u, err}
+			}()
+			return ch
+		}
+		wantFailed := func(a answer) {
+			t.Helper()
+			var ae *Error
+			if !errors.As(a.err, &ae) || ae.Reason != ReasonReviewFailed {
+				t.Fatalf("got %+v %v, want %s", a.u, a.err, ReasonReviewFailed)
+			}
+		}
+
+		// Eight at once: one review; a ninth gives up while it waits.
+		var answers []<-chan answer
+		for range 8 {
+			answers = append(answers, review(context.Background(), "good"))
+		}
+		synctest.Wait()
+		quitter, quit := context.WithCancel(context.Background())
+		gaveUp := review(quitter, "good") // after the review went out: it waits
+		synctest.Wait()
+		if len(h.got) != 1 || r.Sent() != 1 {
+			t.Fatalf("%d requests (%d counted) for 9 concurrent reviews, want 1", len(h.got), r.Sent())
+		}
+		quit()
+		wantFailed(<-gaveUp)
+		close(h.release)
+		for _, ch := range answers {
+			if a := <-ch; a.err != nil || a.u.Name != "gus" {
+				t.Fatalf("got %+v %v, want gus", a.u, a.err)
+			}
+		}
+		if r.Sent() != 1 {
+			t.Fatalf("%d reviews sent, want 1", r.Sent())
+		}
+
+		// The sender gives up: the one waiting asks again and gets the user.
+		h.release = make(chan struct{})
+		sender, cancel := context.WithCancel(context.Background())
+		first := review(sender, "other")
+		synctest.Wait()
+		second := review(context.Background(), "other")
+		synctest.Wait()
+		cancel()
+		wantFailed(<-first)
+		synctest.Wait()
+		if r.Sent() != 3 {
+			t.Fatalf("%d reviews sent, want 3 (the second one asked again)", r.Sent())
+		}
+		close(h.release)
+		if a := <-second; a.err != nil || a.u.Name != "gus" {
+			t.Fatalf("got %+v %v, want gus", a.u, a.err)
+		}
+	})
 }
