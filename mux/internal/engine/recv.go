@@ -402,6 +402,11 @@ func (e *Engine) onPing(f *frame.Frame, now time.Duration) {
 		}
 		e.pingOut = false
 		e.wake() // the keepalive timer runs again
+		if e.pingStale {
+			e.pingStale = false
+			e.emit(EvPong)
+			return
+		}
 		rtt := max(now-e.pingSentAt, time.Microsecond)
 		e.lastRTT = rtt
 		if e.minRTT == 0 || rtt < e.minRTT {

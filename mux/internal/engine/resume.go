@@ -119,9 +119,9 @@ func (e *Engine) Suspend(now time.Duration) bool {
 	}
 	e.rs.suspends++
 	e.stats.Suspends.Add(1)
-	// The answer to our outstanding PING may be lost: forget it, so no
-	// RTT sample spans the suspension (a late answer is then ignored).
-	e.pingOut = false
+	// The outstanding PING, or its answer, comes with a replay: its
+	// answer then ends it, but is no RTT sample (it spans the suspension).
+	e.pingStale = e.pingOut
 	e.partial = false
 	e.wake() // the timers changed
 	return true
@@ -170,10 +170,18 @@ func (e *Engine) Resume(peerReceived uint64, now time.Duration) error {
 	if e.closeBy > 0 {
 		e.closeBy += d
 	}
-	// A PING first thing: the peer gets a message at once on the new
-	// connection (a server retires the resume's token at the first one)
-	// and an RTT sample of the new path.
-	e.sendPing(now)
+	// A message first thing: the peer gets one at once on the new
+	// connection (a server retires the resume's token at the first one).
+	// That is the replay, if there is one, and a PING, for an RTT sample
+	// of the new path, unless one is still out: a PING per resume would
+	// pile up in the replays of a connection that keeps dropping, and
+	// reach the peer at once, past its PING budget.
+	if !e.pingOut || !e.rs.replaying() {
+		// Without a replay, the PING out reached the peer: its answer,
+		// if it still comes, is then useless.
+		e.pingOut = false
+		e.sendPing(now)
+	}
 	e.wake()
 	return nil
 }

@@ -612,3 +612,55 @@ func TestResumeCloseWhileSuspended(t *testing.T) {
 		t.Fatalf("counters: %d suspends, %d resumes", p.a.e.stats.Suspends.Load(), p.a.e.stats.Resumes.Load())
 	}
 }
+
+// TestResumePingsDoNotPileUp: a connection that drops again and again
+// before anything gets through. Each resume used to queue a PING behind
+// the replay, so the replays grew by one PING per resume and the peer,
+// receiving them all at once, ended the session with ENHANCE_YOUR_CALM
+// "PING flood" (FuzzResumePair/regress-resume-pings-pile-up). One PING is
+// out at a time across resumes, and its late answer is no RTT sample.
+func TestResumePingsDoNotPileUp(t *testing.T) {
+	p := newPair(t, 5, resumeConfig(), resumeConfig())
+	exchange := func() { // until neither side has anything to send
+		for i := 0; p.pump(p.a) || p.pump(p.b) || len(p.aToB)+len(p.bToA) > 0; i++ {
+			if i > 1000 {
+				t.Fatal("the sessions do not settle")
+			}
+			p.deliver(p.b, 100)
+			p.deliver(p.a, 100)
+		}
+	}
+	exchange()
+	suspend := func() {
+		p.aToB, p.bToA = nil, nil // lost
+		for _, s := range []*pairSide{p.a, p.b} {
+			if !s.e.Suspend(p.now) {
+				t.Fatalf("%s: Suspend refused", s.name)
+			}
+		}
+	}
+	for range 80 {
+		suspend()
+		p.now += 200 * time.Millisecond // the PING budget refills: 2 a round
+		p.resume()
+		for range 4 {
+			p.pump(p.a)
+			p.pump(p.b)
+		}
+	}
+	suspend()
+	p.now += time.Second
+	p.resume()
+	exchange() // fails the test if a Feed fails
+	for _, s := range []*pairSide{p.a, p.b} {
+		if err := s.e.Err(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if s.e.pingOut {
+			t.Fatalf("%s: a PING is still unanswered", s.name)
+		}
+		if rtt := s.e.LastRTT(); rtt >= 200*time.Millisecond {
+			t.Fatalf("%s: an RTT sample of %v spans a suspension", s.name, rtt)
+		}
+	}
+}
