@@ -74,7 +74,6 @@ type Engine struct {
 	lastRecv, lastSend, lastActivity time.Duration
 	idleTimeout                      time.Duration
 	pingOut                          bool
-	pingStale                        bool // pingOut went out before a suspension: its answer is no RTT sample
 	pingOpaque                       uint32
 	pingSentAt                       time.Duration
 	lastPingAt                       time.Duration

@@ -402,9 +402,8 @@ func (e *Engine) onPing(f *frame.Frame, now time.Duration) {
 		}
 		e.pingOut = false
 		e.wake() // the keepalive timer runs again
-		if e.pingStale {
-			e.pingStale = false
-			e.emit(EvPong)
+		if e.pingSentAt < e.rs.resumedAt {
+			e.emit(EvPong) // sent before a resume: no RTT sample
 			return
 		}
 		rtt := max(now-e.pingSentAt, time.Microsecond)

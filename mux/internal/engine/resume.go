@@ -65,6 +65,7 @@ type resumeState struct {
 
 	suspended   bool
 	suspendedAt time.Duration
+	resumedAt   time.Duration // the last Resume: a PING sent before it spans a suspension
 	resumeBy    time.Duration // 0: no resume timeout
 	replayOff   uint64        // next offset to replay while replayOff < replayEnd
 	replayEnd   uint64        // what was sent when the session resumed
@@ -119,9 +120,8 @@ func (e *Engine) Suspend(now time.Duration) bool {
 	}
 	e.rs.suspends++
 	e.stats.Suspends.Add(1)
-	// The outstanding PING, or its answer, comes with a replay: its
-	// answer then ends it, but is no RTT sample (it spans the suspension).
-	e.pingStale = e.pingOut
+	// An outstanding PING stays out: it, or its answer, comes with a
+	// replay (onPing takes no RTT sample from it).
 	e.partial = false
 	e.wake() // the timers changed
 	return true
@@ -151,6 +151,7 @@ func (e *Engine) Resume(peerReceived uint64, now time.Duration) error {
 	// The handshake told the peer our count.
 	e.rs.ackSent = e.rs.recv
 	e.rs.suspended = false
+	e.rs.resumedAt = now
 	e.rs.resumes++
 	e.stats.Resumes.Add(1)
 	// The session's timers run again as if the suspension had not lasted.

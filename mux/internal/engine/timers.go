@@ -23,7 +23,7 @@ func (e *Engine) sendPing(now time.Duration) {
 	}
 	e.pingOutTokens--
 	e.pingWanted = false
-	e.pingOut, e.pingStale = true, false
+	e.pingOut = true
 	e.pingOpaque++
 	e.pingSentAt = now
 	e.lastPingAt = now

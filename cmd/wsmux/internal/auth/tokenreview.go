@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -36,7 +35,8 @@ const maxReviewCache = 4096
 // create tokenreviews), with the kubeconfig's credentials. Answers are
 // cached by the token's digest: an authenticated user for SuccessTTL, a
 // rejection for FailureTTL; a failed review is not cached. Requests for a
-// token whose review is under way wait for it.
+// token whose review is under way wait for it; one that gives up does not
+// stop the review.
 type TokenReviewer struct {
 	url        string
 	client     *http.Client
@@ -97,35 +97,29 @@ func (t *TokenReviewer) Sent() int {
 // could not be asked.
 func (t *TokenReviewer) Review(ctx context.Context, token string) (User, error) {
 	key := sha256.Sum256([]byte(token))
-	for {
-		t.mu.Lock()
-		if e, ok := t.cache[key]; ok && t.now().Before(e.until) {
-			t.mu.Unlock()
-			if e.err != nil {
-				return User{}, e.err
-			}
-			return e.user, nil
-		}
-		f, wait := t.inflight[key]
-		if !wait {
-			f = &flight{done: make(chan struct{})}
-			t.inflight[key] = f
-			t.sent++
-		}
+	t.mu.Lock()
+	if e, ok := t.cache[key]; ok && t.now().Before(e.until) {
 		t.mu.Unlock()
-		if !wait {
-			t.send(ctx, key, token, f)
-			return f.result()
+		if e.err != nil {
+			return User{}, e.err
 		}
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return User{}, reviewFailed(ctx.Err())
-		}
-		if f.err != nil && ctx.Err() == nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
-			continue // the request that sent the review gave up: this one asks again
-		}
+		return e.user, nil
+	}
+	f, ok := t.inflight[key]
+	if !ok {
+		// The review belongs to every request that waits for it, not to
+		// this one: it runs on its own, bounded by reviewTimeout.
+		f = &flight{done: make(chan struct{})}
+		t.inflight[key] = f
+		t.sent++
+		go t.send(context.WithoutCancel(ctx), key, token, f)
+	}
+	t.mu.Unlock()
+	select {
+	case <-f.done:
 		return f.result()
+	case <-ctx.Done():
+		return User{}, reviewFailed(ctx.Err())
 	}
 }
 
