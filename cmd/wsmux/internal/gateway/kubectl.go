@@ -69,6 +69,7 @@ func isTunnelRequest(r *http.Request) bool {
 // wsmux), so limits, impersonation and metrics are those of every other
 // session.
 func (g *Gateway) translate(w http.ResponseWriter, r *http.Request, t Target, rec *spliceRecord) {
+	w = joiningWriter{w} // wsstream cannot read fragmented messages (join.go)
 	if !isV5Request(r) {
 		g.translateV4(w, r, t, rec)
 		return
