@@ -19,6 +19,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream/spdy"
 
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/wsjoin"
 )
 
 // ProtoWebSocket labels sessions of Kubernetes' own WebSocket protocols
@@ -69,7 +70,7 @@ func isTunnelRequest(r *http.Request) bool {
 // wsmux), so limits, impersonation and metrics are those of every other
 // session.
 func (g *Gateway) translate(w http.ResponseWriter, r *http.Request, t Target, rec *spliceRecord) {
-	w = joiningWriter{w} // wsstream cannot read fragmented messages (join.go)
+	w = wsjoin.Writer(w) // wsstream cannot read fragmented messages
 	if !isV5Request(r) {
 		g.translateV4(w, r, t, rec)
 		return

@@ -1,4 +1,10 @@
-package gateway
+// Package wsjoin joins the fragments of WebSocket messages that a client
+// sends, for servers that take each frame for a whole message: Kubernetes'
+// wsstream (golang.org/x/net/websocket underneath), which serves the
+// v5.channel.k8s.io and v4 channel protocols in the gateway. It wraps the
+// http.ResponseWriter such a server hijacks. It knows no Kubernetes and
+// must not import the rest of wsmux.
+package wsjoin
 
 import (
 	"bufio"
@@ -7,35 +13,37 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 
 	"github.com/gobwas/ws"
 )
 
-// Kubernetes' wsstream.Conn, which serves the v5 and v4 channel protocols
-// here, reads with golang.org/x/net/websocket, and that takes every frame
-// for a whole message: the fragments of a message that a client sends in
-// several frames arrive as separate messages, the first payload byte of
-// each continuation is taken for a channel number, and the bytes are
-// dropped without a word (a stdin short by a few KiB, an exec that never
-// ends). Browsers fragment large messages, and so does a gorilla/websocket
-// client whose message outgrows its write buffer (client-go sizes its
-// buffer to avoid that). The gateway therefore joins a client's fragmented
-// messages into one frame before wsstream reads them.
+// Why: golang.org/x/net/websocket's Message.Receive reads one frame, so
+// the fragments of a message sent in several frames arrive as separate
+// messages; wsstream then takes the first payload byte of each
+// continuation for a channel number and drops the bytes without a word (a
+// stdin short by a few KiB, an exec that never ends). Browsers fragment
+// large messages, and so does a gorilla/websocket client whose message
+// outgrows its write buffer (client-go sizes its buffer to avoid that).
 
-// maxJoined bounds a message the gateway joins from fragments: the largest
-// frame golang.org/x/net/websocket reads by default
-// (websocket.DefaultMaxPayloadBytes), so joining accepts no message that an
-// unfragmented frame could not carry.
-const maxJoined = 32 << 20
+// MaxMessage bounds a message joined from fragments: the largest frame
+// golang.org/x/net/websocket reads by default (DefaultMaxPayloadBytes), so
+// joining accepts no message that one unfragmented frame could not carry.
+const MaxMessage = 32 << 20
 
-// errJoin reports a client's frames that cannot be joined: the connection
-// ends (wsstream logs the read error and closes it).
-type errJoin struct{ reason string }
+// growStep is how much of a fragment is read (and the buffer grown) at a time.
+const growStep = 64 << 10
 
-func (e *errJoin) Error() string { return "wsmux gateway: WebSocket fragments: " + e.reason }
+// Error reports a client's frames that cannot be joined. Reads return it
+// from then on: the server sees a read error and ends the connection.
+type Error struct{ Reason string }
 
-// joiningWriter hands a WebSocket server that hijacks it a connection whose
-// reads join fragmented messages (joinConn).
+func (e *Error) Error() string { return "WebSocket fragments: " + e.Reason }
+
+// Writer returns w for a WebSocket server that hijacks it: the connection
+// it gets hands out each fragmented message of the client as one frame.
+func Writer(w http.ResponseWriter) http.ResponseWriter { return joiningWriter{w} }
+
 type joiningWriter struct{ http.ResponseWriter }
 
 // Hijack takes over the connection and wraps its reading side.
@@ -44,20 +52,24 @@ func (w joiningWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	jc := &joinConn{Conn: conn, src: brw.Reader}
+	jc := NewConn(conn, brw.Reader)
 	return jc, bufio.NewReadWriter(bufio.NewReader(jc), brw.Writer), nil
 }
 
 // Unwrap lets http.ResponseController reach the server's writer.
 func (w joiningWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// joinConn is the client's side of a hijacked WebSocket connection with
+// NewConn returns conn, as a server reads it, with src (conn's reader,
+// which may hold bytes read already) read through a Conn.
+func NewConn(conn net.Conn, src *bufio.Reader) *Conn { return &Conn{Conn: conn, src: src} }
+
+// Conn is the client's side of a hijacked WebSocket connection with
 // each fragmented data message handed out as one frame: unfragmented frames
 // and control frames (which may come between fragments) pass as they came,
 // streamed; the fragments of a message are unmasked, kept until the last
-// one (at most maxJoined bytes), and handed out as a single frame masked
+// one (at most MaxMessage bytes), and handed out as a single frame masked
 // with a fresh key. Writes go straight to the connection.
-type joinConn struct {
+type Conn struct {
 	net.Conn
 	src *bufio.Reader // the hijacked reader: it may hold bytes read already
 
@@ -76,7 +88,7 @@ type joinConn struct {
 }
 
 // Read hands out the client's frames with fragmented messages joined.
-func (c *joinConn) Read(p []byte) (int, error) {
+func (c *Conn) Read(p []byte) (int, error) {
 	for {
 		switch {
 		case c.outOff < len(c.out):
@@ -102,7 +114,7 @@ func (c *joinConn) Read(p []byte) (int, error) {
 }
 
 // next reads the next frame header and sets up what Read hands out.
-func (c *joinConn) next() error {
+func (c *Conn) next() error {
 	h, err := ws.ReadHeaderBuffer(c.src, c.hdr[:])
 	if err != nil {
 		if err == io.EOF && c.joining {
@@ -116,22 +128,28 @@ func (c *joinConn) next() error {
 		c.pass = h.Length
 		return nil
 	case !c.joining && h.OpCode == ws.OpContinuation:
-		return &errJoin{"a continuation frame outside a fragmented message"}
+		return &Error{"a continuation frame outside a fragmented message"}
 	case c.joining && h.OpCode != ws.OpContinuation:
-		return &errJoin{"a new message before the last fragment of the previous one"}
-	case h.Length > int64(maxJoined-len(c.msg)):
-		return &errJoin{fmt.Sprintf("a fragmented message over %d MiB", maxJoined>>20)}
+		return &Error{"a new message before the last fragment of the previous one"}
+	case h.Length > int64(MaxMessage-len(c.msg)):
+		return &Error{fmt.Sprintf("a fragmented message over %d MiB", MaxMessage>>20)}
 	}
 	if !c.joining {
 		c.joining, c.first, c.msg = true, h, c.msg[:0]
 	}
 	n := len(c.msg)
-	c.msg = append(c.msg, make([]byte, h.Length)...)
-	if _, err := io.ReadFull(c.src, c.msg[n:]); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	// The buffer grows as bytes arrive, not by what the header claims.
+	for left := int(h.Length); left > 0; {
+		k := min(left, growStep)
+		m := len(c.msg)
+		c.msg = slices.Grow(c.msg, k)[:m+k]
+		if _, err := io.ReadFull(c.src, c.msg[m:]); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
 		}
-		return err
+		left -= k
 	}
 	if h.Masked {
 		ws.Cipher(c.msg[n:], h.Mask, 0)
@@ -152,7 +170,7 @@ func (c *joinConn) next() error {
 
 // emit sets the frame of h, with payload (nil when the payload is passed
 // through from src), as what Read hands out next.
-func (c *joinConn) emit(h ws.Header, payload []byte) {
+func (c *Conn) emit(h ws.Header, payload []byte) {
 	c.enc.Reset()
 	_ = ws.WriteHeader(&c.enc, h) // a bytes.Buffer does not fail
 	c.out, c.outOff, c.tail = c.enc.Bytes(), 0, payload
