@@ -58,9 +58,11 @@ Then the checks of the resumption extension (docs/spec/wsmux-resume-v1.md,
 sections R1..R11): whether the server negotiates RESUME and gives a resume
 token, that an unknown token gets 404 and a received count out of range 409,
 and (with --echo) that a session resumes after the runner resets its TCP
-connection mid-transfer, every byte echoed once. A peer that does not
-negotiate RESUME gets SKIP for them; so does a client (--listen), since the
-runner does not resume sessions as a server.`,
+connection mid-transfer, every byte echoed once. A client (--listen) is
+checked from the other side: that it offers RESUME and (with --echo) that,
+after the runner, resuming as a server, resets the connection mid-transfer,
+it comes back with its token and echoes every byte once. A peer that does
+not negotiate RESUME gets SKIP for them.`,
 		Example: `  wsmux conformance --server http://127.0.0.1:8080 --token-file token --echo --header 'Target: 127.0.0.1:7'
   wsmux conformance --listen 127.0.0.1:9443 --echo`,
 		Args: cobra.NoArgs,

@@ -57,24 +57,24 @@ var resumeChecks = []resumeCheck{
 // runResume plays the resumption checks; add records each result.
 func (o *Options) runResume(ctx context.Context, client bool, add func(Result)) {
 	st := &resumeState{}
-	for i, c := range resumeChecks {
+	checks := resumeChecks
+	if !client {
+		checks = resumeClientChecks
+	}
+	for i, c := range checks {
 		if o.Run != nil && !o.Run.MatchString(c.name) {
 			continue
 		}
 		r := Result{Name: c.name, Section: c.section, Rule: c.rule}
 		var err error
 		switch {
-		case !client && i == 0:
-			err = o.clientOffersResume(ctx)
-		case !client:
-			err = &skip{"resumption checks of a client need a server that resumes (run the client against wsmux tunnel serve)"}
 		case i > 0 && !st.negotiated && st.why != "":
 			err = &skip{st.why}
 		case c.echo && !o.Echo:
 			err = &skip{"needs an echo application behind the peer (--echo)"}
 		default:
 			if i > 0 && !st.negotiated { // --run skipped the negotiation check
-				if nerr := checkResumeNegotiated(ctx, o, st); nerr != nil {
+				if nerr := checks[0].run(ctx, o, st); nerr != nil {
 					err = nerr
 					break
 				}
@@ -320,44 +320,4 @@ func openRetrying(ctx context.Context, s *mux.Session, h http.Header) (*mux.Stre
 		}
 		backoff *= 2
 	}
-}
-
-// clientOffersResume accepts the client's next connection and reads its
-// SETTINGS: the checks are SKIP either way (the runner does not resume
-// sessions as a server), with the reason saying which.
-func (o *Options) clientOffersResume(ctx context.Context) error {
-	w, err := o.connect(ctx, false)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = w.c.Close() }()
-	_ = w.c.SetDeadline(time.Now().Add(o.Timeout))
-	var set frame.Settings
-	for {
-		op, msg, err := w.readMessage(1 << 20)
-		if err != nil {
-			return fmt.Errorf("reading the client's SETTINGS: %w", err)
-		}
-		if op != ws.OpBinary {
-			continue
-		}
-		f, _, err := frame.Parse(msg, nil)
-		if err != nil || f.Type != frame.TypeSettings {
-			return failf("the client's first frame is not SETTINGS (§2.2)")
-		}
-		if err := frame.ParseSettings(f.Payload, &set); err != nil {
-			return failf("the client's SETTINGS: %v", err)
-		}
-		break
-	}
-	// Our SETTINGS (without RESUME), then a clean end of the session.
-	var ours frame.Settings
-	_ = w.writeFrame(ws.OpBinary, true, 0, frame.AppendSettings(nil, &ours), false)
-	goaway, _ := frame.AppendGoAway(nil, 0, frame.NoError, "")
-	_ = w.writeFrame(ws.OpBinary, true, 0, goaway, false)
-	w.sendClose(ws.StatusNormalClosure)
-	if v, _ := set.Get(frame.SettingFeatures); v&frame.FeatureResume != 0 {
-		return &skip{"the client offers RESUME; resuming a client's session needs a server that resumes (run it against wsmux tunnel serve)"}
-	}
-	return &skip{"the client does not negotiate RESUME (FEATURES bit 0x1 not set in its SETTINGS): resumption checks do not apply"}
 }

@@ -288,6 +288,36 @@ func (o *Options) connect(ctx context.Context, client bool) (*wsConn, error) {
 		}
 		return newWSConn(conn, br, true), nil
 	}
+	c, err := o.accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(o.Timeout))
+	offered := false
+	u := ws.Upgrader{Protocol: func(p []byte) bool {
+		if string(p) == Subprotocol {
+			offered = true
+		}
+		return string(p) == Subprotocol
+	}}
+	br := bufio.NewReader(c)
+	if _, err := u.Upgrade(struct {
+		io.Reader
+		io.Writer
+	}{br, c}); err != nil {
+		_ = c.Close()
+		return nil, failf("the client's WebSocket handshake failed: %v (§2.1)", err)
+	}
+	if !offered {
+		_ = c.Close()
+		return nil, failf("the client did not offer subprotocol %s (§2.1)", Subprotocol)
+	}
+	_ = c.SetDeadline(time.Time{})
+	return newWSConn(c, br, false), nil
+}
+
+// accept returns the next connection of the client, within AcceptTimeout.
+func (o *Options) accept(ctx context.Context) (net.Conn, error) {
 	type accepted struct {
 		c   net.Conn
 		err error
@@ -312,28 +342,7 @@ func (o *Options) connect(ctx context.Context, client bool) (*wsConn, error) {
 	if a.err != nil {
 		return nil, &fatalError{a.err}
 	}
-	_ = a.c.SetDeadline(time.Now().Add(o.Timeout))
-	offered := false
-	u := ws.Upgrader{Protocol: func(p []byte) bool {
-		if string(p) == Subprotocol {
-			offered = true
-		}
-		return string(p) == Subprotocol
-	}}
-	br := bufio.NewReader(a.c)
-	if _, err := u.Upgrade(struct {
-		io.Reader
-		io.Writer
-	}{br, a.c}); err != nil {
-		_ = a.c.Close()
-		return nil, failf("the client's WebSocket handshake failed: %v (§2.1)", err)
-	}
-	if !offered {
-		_ = a.c.Close()
-		return nil, failf("the client did not offer subprotocol %s (§2.1)", Subprotocol)
-	}
-	_ = a.c.SetDeadline(time.Time{})
-	return newWSConn(a.c, br, false), nil
+	return a.c, nil
 }
 
 // refusedOffer dials offering only c.Offer: a WSMUX/1 server must refuse.

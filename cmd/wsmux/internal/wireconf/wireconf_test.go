@@ -317,3 +317,88 @@ func TestRunnerNamesTheBrokenRule(t *testing.T) {
 		t.Fatalf("report:\n%s", report)
 	}
 }
+
+// resumingClient dials ln's runner with resumption on (unless off), echoes
+// the streams it accepts and dials again after every session. dial, when
+// set, says whether the n-th TCP dial (from 1) may connect; a refused one
+// waits for the test's end.
+func resumingClient(t *testing.T, ln net.Listener, off bool, dial func(n int) bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	var mu sync.Mutex
+	dials := 0
+	d := mux.Dialer{
+		Config: &mux.Config{Resume: !off, ResumeTimeout: 3 * time.Second},
+		NetDial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			mu.Lock()
+			dials++
+			n := dials
+			mu.Unlock()
+			if dial != nil && !dial(n) {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			var nd net.Dialer
+			return nd.DialContext(ctx, network, addr)
+		},
+	}
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			sess, err := d.Dial(ctx, "ws://"+ln.Addr().String()+"/")
+			if err != nil {
+				continue // the runner has closed the listener, or refused this one
+			}
+			for {
+				st, err := sess.AcceptStream(ctx)
+				if err != nil {
+					break
+				}
+				wg.Go(func() { echo(st) })
+			}
+			_ = sess.Close()
+		}
+	})
+}
+
+// TestConformanceResumeClient: the runner as a server (--listen) checks a
+// client's resumption: a mux client with resumption on offers RESUME and,
+// after the runner resets the connection mid-echo, resumes with its token
+// and echoes all 4 MiB; one without resumption gets both checks SKIP with
+// the reason; one whose redial never reaches the runner fails the second.
+func TestConformanceResumeClient(t *testing.T) {
+	listen := func(t *testing.T) net.Listener {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		return ln
+	}
+	t.Run("resumes", func(t *testing.T) {
+		ln := listen(t)
+		resumingClient(t, ln, false, nil)
+		sum, report := run(t, wireconf.Options{Listener: ln, Echo: true, AcceptTimeout: 10 * time.Second}, "^resume-")
+		if sum.Pass != 2 || sum.Fail != 0 || sum.Skip != 0 {
+			t.Fatalf("%d passed, %d failed, %d skipped, want 2, 0, 0:\n%s", sum.Pass, sum.Fail, sum.Skip, report)
+		}
+		t.Log(report)
+	})
+	t.Run("no resumption", func(t *testing.T) {
+		ln := listen(t)
+		resumingClient(t, ln, true, nil)
+		sum, report := run(t, wireconf.Options{Listener: ln, Echo: true, AcceptTimeout: 10 * time.Second}, "^resume-")
+		if sum.Skip != 2 || sum.Fail != 0 || !strings.Contains(report, "does not negotiate RESUME") {
+			t.Fatalf("%d skipped, %d failed, want 2 skipped with the reason:\n%s", sum.Skip, sum.Fail, report)
+		}
+	})
+	t.Run("redial lost", func(t *testing.T) {
+		ln := listen(t)
+		resumingClient(t, ln, false, func(n int) bool { return n <= 2 }) // the offer's session, the cut one
+		sum, report := run(t, wireconf.Options{Listener: ln, Echo: true, AcceptTimeout: 10 * time.Second, Timeout: 2 * time.Second}, "^resume-")
+		if sum.Pass != 1 || sum.Fail != 1 || !strings.Contains(report, "cut: true") {
+			t.Fatalf("%d passed, %d failed, want 1 and 1 (after the cut):\n%s", sum.Pass, sum.Fail, report)
+		}
+		t.Log(report)
+	})
+}
