@@ -24,6 +24,7 @@ import {
   walkMessage,
 } from "./frame.js";
 import { Stream, StreamHost } from "./stream.js";
+import { RecvWindow } from "./window.js";
 
 /** The subprotocol of WSMUX/1 (spec 2.1). */
 export const SUBPROTOCOL = "wsmux.v1";
@@ -52,6 +53,15 @@ export interface SessionOptions extends Partial<Omit<Settings, "features">> {
   drainTimeoutMs?: number;
   /** Streams the peer opened wait here for accept(); more are refused (7.2; default 64). */
   acceptBacklog?: number;
+  /**
+   * A stream's receive window grows from initialStreamWindow up to this while
+   * the application keeps up with the data (doubling when a window's worth is
+   * read in about an RTT, the Go library's rule); default 16 MiB, and
+   * initialStreamWindow or less turns growth off.
+   */
+  maxStreamWindow?: number;
+  /** The same for the session's window (from initialSessionWindow; default 64 MiB). It grows to at least twice the largest stream window. */
+  maxSessionWindow?: number;
   /** Called with every stream the peer opens, instead of queueing it for accept(). */
   onStream?: (s: Stream) => void;
   /** Clock in ms (tests). */
@@ -129,7 +139,8 @@ export class Session implements StreamHost {
   private sendCredit = DEFAULT_SETTINGS.initialSessionWindow;
   private sessionWaiters: Array<() => void> = [];
   private recvAvail: number;
-  private recvUnacked = 0;
+  private rwin: RecvWindow;
+  private readonly maxStreamWindow: number;
   private ctrl: Part[] = [];
   private ordered: Part[] = [];
   private flushScheduled = false;
@@ -167,6 +178,9 @@ export class Session implements StreamHost {
     this.nextId = isClient ? 1 : 2;
     this.peerCredit = s.initialMaxStreams;
     this.recvAvail = s.initialSessionWindow;
+    const maxWindow = (v: number | undefined, def: number, initial: number) => Math.min(Math.max(v ?? def, initial), MAX_U31);
+    this.maxStreamWindow = maxWindow(opts.maxStreamWindow, 16 << 20, s.initialStreamWindow);
+    this.rwin = new RecvWindow(s.initialSessionWindow, maxWindow(opts.maxSessionWindow, 64 << 20, s.initialSessionWindow));
     this.lastRecv = this.lastSent = this.now();
     this.pingBudget = new TokenBucket(50, 10, this.now);
     this.uselessBudget = new WindowBudget(1000, 10000, this.now);
@@ -228,7 +242,7 @@ export class Session implements StreamHost {
     const block = encodeHeaderBlock(fields, this.peerSettings!.maxHeaderBytes);
     const id = this.nextId;
     this.nextId += 2;
-    const st = new Stream(this, id, true, fields, this.peerSettings!.initialStreamWindow, this.settings.initialStreamWindow, this.now());
+    const st = new Stream(this, id, true, fields, this.peerSettings!.initialStreamWindow, this.settings.initialStreamWindow, this.maxStreamWindow, this.now());
     this.streams.set(id, st);
     this.queueOrdered(frameBytes(FrameType.HEADERS, Flag.SYN | (opts.fin ? Flag.FIN : 0), id, 0, block));
     if (opts.fin) {
@@ -341,23 +355,29 @@ export class Session implements StreamHost {
     this.queueOrdered(frameBytes(FrameType.STOP_SENDING, 0, st.id, code));
   }
 
-  /** @internal Bytes of st read by the application or discarded: credit goes back (spec 8.4). */
-  consumed(st: Stream | null, n: number): void {
+  /**
+   * @internal Bytes of st read by the application (read) or discarded: credit
+   * goes back (spec 8.4), and windows the application keeps up with grow.
+   */
+  consumed(st: Stream | null, n: number, read = false): void {
     if (this.state === "ended" || n === 0) return;
+    const now = this.now();
+    const rtt = read ? this.rttMs : 0;
     if (st && !st.recvDone && !st.ended && this.streams.get(st.id) === st) {
-      st.recvUnacked += n;
-      if (st.recvUnacked >= Math.max(1, this.settings.initialStreamWindow >> 2)) {
-        this.queueCtrl(frameBytes(FrameType.WINDOW_UPDATE, 0, st.id, st.recvUnacked));
-        st.recvAvail += st.recvUnacked;
-        st.recvUnacked = 0;
+      const d = st.rwin.consume(n, now, rtt);
+      if (d > 0) {
+        this.queueCtrl(frameBytes(FrameType.WINDOW_UPDATE, 0, st.id, d));
+        st.recvAvail += d;
       }
+      if (st.rwin.window > this.settings.initialStreamWindow) this.creditSession(this.rwin.raise(2 * st.rwin.window));
     }
-    this.recvUnacked += n;
-    if (this.recvUnacked >= Math.max(1, this.settings.initialSessionWindow >> 2)) {
-      this.queueCtrl(frameBytes(FrameType.WINDOW_UPDATE, 0, 0, this.recvUnacked));
-      this.recvAvail += this.recvUnacked;
-      this.recvUnacked = 0;
-    }
+    this.creditSession(this.rwin.consume(n, now, rtt));
+  }
+
+  private creditSession(d: number): void {
+    if (d <= 0) return;
+    this.queueCtrl(frameBytes(FrameType.WINDOW_UPDATE, 0, 0, d));
+    this.recvAvail += d;
   }
 
   /** @internal A stream ended both ways or was reset: forget it, give its slot back. */
@@ -557,6 +577,8 @@ export class Session implements StreamHost {
     const ws = this.settingsWaiters;
     this.settingsWaiters = [];
     for (const [res] of ws) res();
+    // Window growth needs an RTT: one PING now measures it.
+    if (this.maxStreamWindow > this.settings.initialStreamWindow) this.ping().catch(() => {});
   }
 
   private onData(f: Frame): void {
@@ -625,7 +647,7 @@ export class Session implements StreamHost {
       this.returnSlot();
       return;
     }
-    const st = new Stream(this, id, false, fields, this.peerSettings!.initialStreamWindow, this.settings.initialStreamWindow, this.now());
+    const st = new Stream(this, id, false, fields, this.peerSettings!.initialStreamWindow, this.settings.initialStreamWindow, this.maxStreamWindow, this.now());
     this.streams.set(id, st);
     this.queueOrdered(frameBytes(FrameType.HEADERS, Flag.ACK, id, 0));
     if (f.flags & Flag.FIN) st.fin();

@@ -4,6 +4,7 @@
 
 import { ErrorCode, StopSendingError, StreamResetError, WsmuxError, codeName } from "./errors.js";
 import type { HeaderFields } from "./frame.js";
+import { RecvWindow } from "./window.js";
 
 /** What a Stream needs from its session (implemented by Session). */
 export interface StreamHost {
@@ -14,7 +15,8 @@ export interface StreamHost {
   flush(): void;
   sendReset(st: Stream, code: number, reason: string): void;
   sendStopSending(st: Stream, code: number): void;
-  consumed(st: Stream, n: number): void;
+  /** n bytes of st left its buffer: read by the application (read) or discarded. */
+  consumed(st: Stream, n: number, read: boolean): void;
   streamEnded(st: Stream): void;
 }
 
@@ -50,7 +52,7 @@ export class Stream {
   private wctl!: WritableStreamDefaultController;
   // Receive side.
   /** @internal */ recvAvail: number;
-  /** @internal */ recvUnacked = 0;
+  /** @internal */ rwin: RecvWindow;
   /** @internal */ recvDone = false;
   /** @internal */ stopSent = false;
   /** @internal */ openedAt: number;
@@ -78,6 +80,7 @@ export class Stream {
     headers: HeaderFields,
     sendCredit: number,
     recvWindow: number,
+    maxRecvWindow: number,
     now: number,
   ) {
     this.id = id;
@@ -85,6 +88,7 @@ export class Stream {
     this.headers = headers;
     this.sendCredit = sendCredit;
     this.recvAvail = recvWindow;
+    this.rwin = new RecvWindow(recvWindow, maxRecvWindow);
     this.openedAt = now;
     this.accepted = new Promise<HeaderFields>((res, rej) => {
       this.resolveAccepted = res;
@@ -150,7 +154,7 @@ export class Stream {
   push(b: Uint8Array): void {
     this.exchanged += b.length;
     if (this.stopSent || this.error) {
-      this.host.consumed(this, b.length);
+      this.host.consumed(this, b.length, false);
       return;
     }
     this.queue.push(b);
@@ -176,7 +180,7 @@ export class Stream {
     if (b) {
       this.queued -= b.length;
       c.enqueue(b);
-      this.host.consumed(this, b.length);
+      this.host.consumed(this, b.length, true);
       return;
     }
     if (this.error) {
@@ -198,7 +202,7 @@ export class Stream {
     const n = this.queued;
     this.queue = [];
     this.queued = 0;
-    if (n > 0) this.host.consumed(this, n);
+    if (n > 0) this.host.consumed(this, n, false);
     if (!this.recvDone) this.host.sendStopSending(this, code);
     this.wakeReader();
     this.maybeEnd();
@@ -295,7 +299,7 @@ export class Stream {
       const n = this.queued;
       this.queue = [];
       this.queued = 0;
-      this.host.consumed(this, n);
+      this.host.consumed(this, n, false);
     }
     if (this.acceptedState === "pending") {
       this.acceptedState = "no";

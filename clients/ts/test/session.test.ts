@@ -265,7 +265,7 @@ test("DATA after FIN is a stream error STREAM_CLOSED, the session goes on", asyn
   assert.equal(rst.streamId, 2);
   assert.equal(rst.arg, ErrorCode.STREAM_CLOSED);
   p.send(f(FrameType.PING, 0, 0, 77));
-  assert.equal((await p.until((fr) => fr.type === FrameType.PING)).arg, 77);
+  assert.equal((await p.until((fr) => fr.type === FrameType.PING && (fr.flags & Flag.ACK) !== 0)).arg, 77);
 });
 
 test("GOAWAY: streams above its last-stream-id end with REFUSED_STREAM, those below go on", async () => {
@@ -308,6 +308,45 @@ test("frames on closed streams are ignored, the session goes on", async () => {
     f(FrameType.DATA, 0, 2, 0, new Uint8Array(100)),
     f(FrameType.PING, 0, 0, 5),
   );
-  assert.equal((await p.until((fr) => fr.type === FrameType.PING)).arg, 5);
+  assert.equal((await p.until((fr) => fr.type === FrameType.PING && (fr.flags & Flag.ACK) !== 0)).arg, 5);
   assert.equal(p.s.error, null);
 });
+
+for (const [name, step, grows] of [
+  ["a reader that keeps up", 0, true],
+  ["a reader slower than the RTT rule", 1000, false],
+] as const) {
+  test(`window auto-tuning: ${name} ${grows ? "grows its stream window up to maxStreamWindow" : "keeps the initial window"}`, async () => {
+    let t = 0;
+    const p = rawPeer(true, { initialStreamWindow: 64 << 10, maxStreamWindow: 1 << 20, now: () => t });
+    p.send(settings());
+    // The session measures an RTT first (10 ms on this clock).
+    const ping = await p.until((fr) => fr.type === FrameType.PING && (fr.flags & Flag.ACK) === 0);
+    t += 10;
+    p.send(f(FrameType.PING, Flag.ACK, 0, ping.arg), f(FrameType.HEADERS, Flag.SYN, 2, 0));
+    const st = await p.s.accept();
+    const rd = st.readable.getReader();
+    const total = 4 << 20;
+    let streamLimit = 64 << 10, sessLimit = 1 << 20, sent = 0, read = 0, widest = 0;
+    const credit = (fr: Frame) => {
+      if (fr.streamId === 2) streamLimit += fr.arg;
+      else sessLimit += fr.arg;
+    };
+    while (read < total) {
+      while (sent < total && sent + 16384 <= Math.min(streamLimit, sessLimit)) {
+        p.send(f(FrameType.DATA, 0, 2, 0, new Uint8Array(16384)));
+        sent += 16384;
+      }
+      if (read < sent) {
+        const { value } = await rd.read();
+        read += value!.length;
+        t += step;
+      } else credit(await p.until((fr) => fr.type === FrameType.WINDOW_UPDATE));
+      for (let i; (i = p.got.findIndex((fr) => fr.type === FrameType.WINDOW_UPDATE)) >= 0; ) credit(p.got.splice(i, 1)[0]);
+      assert.ok(streamLimit - read <= 1 << 20, `stream credit ${streamLimit - read} above maxStreamWindow`);
+      widest = Math.max(widest, streamLimit - read);
+    }
+    if (grows) assert.ok(widest > 512 << 10, `the stream window reached only ${widest} bytes`);
+    else assert.ok(widest <= 64 << 10, `the stream window grew to ${widest} bytes`);
+  });
+}
