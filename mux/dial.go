@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/wsmux/wsmux/internal/cookiekeep"
 	"github.com/wsmux/wsmux/internal/wshandshake"
 )
 
@@ -27,9 +28,11 @@ type Dialer struct {
 	Config *Config
 	// Header holds extra request headers of the upgrade (Authorization,
 	// X-Stream-Protocol-Version...). A resumable session (Config.Resume)
-	// sends them again on every redial, with the resume headers added;
-	// Header is read at each redial, so it must not change while the
-	// session lives.
+	// sends them again on every redial, with the resume headers added and
+	// the cookies the server set on its 101s (Set-Cookie) in Cookie, after
+	// Header's own, so that cookie affinity brings the resume to the
+	// replica that holds the session; Header is read at each redial, so it
+	// must not change while the session lives.
 	Header http.Header
 	// TLSConfig configures TLS for wss:// URLs; nil means the defaults.
 	TLSConfig *tls.Config
@@ -61,6 +64,11 @@ func (d *Dialer) Dial(ctx context.Context, url string) (*Session, error) {
 		return nil, err
 	}
 	if tok := hdr.Get(HeaderResumeToken); s.res != nil && tok != "" {
+		// Cookies the server or a balancer set on the 101s go back with
+		// every resume: cookie affinity brings it to the replica that
+		// holds the session.
+		jar := new(cookiekeep.Jar)
+		jar.Keep(hdr)
 		s.mu.Lock()
 		s.res.token = tok
 		s.res.redial = func(ctx context.Context, token string, received uint64) (net.Conn, *bufio.Reader, http.Header, error) {
@@ -69,9 +77,14 @@ func (d *Dialer) Dial(ctx context.Context, url string) (*Session, error) {
 			if o.Header == nil {
 				o.Header = http.Header{}
 			}
+			jar.Apply(o.Header)
 			o.Header.Set(HeaderResumeToken, token)
 			o.Header.Set(HeaderResumeReceived, strconv.FormatUint(received, 10))
-			return wshandshake.Dial(ctx, url, o)
+			conn, br, h, err := wshandshake.Dial(ctx, url, o)
+			if err == nil {
+				jar.Keep(h)
+			}
+			return conn, br, h, err
 		}
 		s.unlock()
 	}

@@ -406,3 +406,67 @@ func TestResumeManyStreamsRandomCuts(t *testing.T) {
 	}
 	t.Logf("%d cuts, %d MiB each way", cuts, streams*size>>20)
 }
+
+// TestResumeSendsCookies: the cookies a server (or a balancer in front of
+// it) sets on the 101 go back, after the caller's own, with every resume
+// of the session, as cookie affinity needs to bring the resume to the
+// replica that holds it.
+func TestResumeSendsCookies(t *testing.T) {
+	reg := &ResumeRegistry{}
+	scfg := DefaultConfig()
+	scfg.Resume, scfg.ResumeRegistry = true, reg
+	resumes := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(HeaderResumeToken) != "" {
+			resumes <- r.Header.Get("Cookie")
+		} else {
+			w.Header().Add("Set-Cookie", "replica=gw-0; Path=/; HttpOnly")
+		}
+		s, err := Upgrade(w, r, scfg)
+		if err != nil {
+			return // ErrResumed, or a refusal the client reports
+		}
+		go func() {
+			st, err := s.AcceptStream(context.Background())
+			if err == nil {
+				_, _ = io.Copy(st, st)
+				_ = st.CloseWrite()
+			}
+		}()
+	}))
+	defer srv.Close()
+	proxy := newCutProxy(t, strings.TrimPrefix(srv.URL, "http://"))
+	ccfg := DefaultConfig()
+	ccfg.Resume = true
+	d := Dialer{Config: ccfg, Header: http.Header{"Cookie": {"own=1"}}}
+	s, err := d.Dial(context.Background(), "ws://"+proxy.Addr()+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.Open(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	for i := range 3 {
+		if i > 0 {
+			proxy.Cut()
+			if got, want := <-resumes, "own=1; replica=gw-0"; got != want {
+				t.Fatalf("resume %d sent Cookie %q, want %q", i, got, want)
+			}
+		}
+		if _, err := st.Write([]byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(st, buf); err != nil || string(buf) != "hello" {
+			t.Fatalf("echo %d: %q, %v", i, buf, err)
+		}
+	}
+	if cs := s.Stats(); cs.Suspends != 2 || cs.Resumes != 2 {
+		t.Fatalf("%d suspensions, %d resumes, want 2 and 2", cs.Suspends, cs.Resumes)
+	}
+	if d.Header.Get("Cookie") != "own=1" {
+		t.Fatalf("the Dialer's Header changed: Cookie %q", d.Header.Get("Cookie"))
+	}
+}

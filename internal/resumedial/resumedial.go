@@ -11,7 +11,7 @@
 // the same host, and NetDial, which ignores the address it is asked for and
 // dials the original host (TLS included).
 //
-// It imports only the standard library and must not import mux (mux does
+// It imports only the standard library and internal/cookiekeep, and must not import mux (mux does
 // not know it exists).
 package resumedial
 
@@ -25,9 +25,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
+
+	"github.com/wsmux/wsmux/internal/cookiekeep"
 )
 
 // Kind is what happened to a session's connection.
@@ -116,7 +117,7 @@ type Watcher struct {
 	connected bool // the last upgrade succeeded
 	attempt   int
 	first     http.Header // headers of the first 101
-	cookies   []*http.Cookie
+	cookies   cookiekeep.Jar
 }
 
 // New returns a Watcher for rawURL (http, https, ws or wss).
@@ -238,7 +239,8 @@ func (w *Watcher) answer(resp *http.Response, redial bool, attempt int) {
 			w.first = resp.Header.Clone()
 		}
 		if w.Header != nil {
-			w.keepCookies(resp.Cookies())
+			w.cookies.Keep(resp.Header)
+			w.cookies.Apply(w.Header)
 		}
 	}
 	w.mu.Unlock()
@@ -251,36 +253,6 @@ func (w *Watcher) answer(resp *http.Response, redial bool, attempt int) {
 	}
 	w.emit(Event{Kind: Refused, Attempt: attempt, Status: resp.StatusCode,
 		Unknown: resp.StatusCode == http.StatusNotFound && resp.Header.Get("Wsmux-Resume") == "unknown"})
-}
-
-// keepCookies merges set into the cookies sent with every later dial
-// (w.mu held). A cookie set again replaces the old value; one set with
-// MaxAge < 0 is dropped.
-func (w *Watcher) keepCookies(set []*http.Cookie) {
-	if len(set) == 0 {
-		return
-	}
-	if w.cookies == nil {
-		// The caller's own cookies come first and stay.
-		for _, c := range (&http.Request{Header: http.Header{"Cookie": w.Header.Values("Cookie")}}).Cookies() {
-			w.cookies = append(w.cookies, c)
-		}
-	}
-	for _, c := range set {
-		w.cookies = slices.DeleteFunc(w.cookies, func(o *http.Cookie) bool { return o.Name == c.Name })
-		if c.MaxAge >= 0 {
-			w.cookies = append(w.cookies, &http.Cookie{Name: c.Name, Value: c.Value})
-		}
-	}
-	parts := make([]string, 0, len(w.cookies))
-	for _, c := range w.cookies {
-		parts = append(parts, c.String())
-	}
-	if len(parts) == 0 {
-		w.Header.Del("Cookie")
-	} else {
-		w.Header.Set("Cookie", strings.Join(parts, "; "))
-	}
 }
 
 // maxHead bounds what a tap keeps while it waits for the end of the

@@ -5,19 +5,22 @@ import (
 	"testing"
 )
 
+// TestKeepCookies: the cookies of each 101 go into Header's Cookie (after
+// the caller's own), a cookie set again replaces its value and one deleted
+// goes.
 func TestKeepCookies(t *testing.T) {
 	w := &Watcher{Header: http.Header{"Cookie": {"own=1"}}}
 	steps := []struct {
-		set  []*http.Cookie
+		set  []string
 		want string
 	}{
 		{nil, "own=1"},
-		{[]*http.Cookie{{Name: "wsmux-replica", Value: "a"}}, "own=1; wsmux-replica=a"},
-		{[]*http.Cookie{{Name: "AWSALB", Value: "xyz"}, {Name: "wsmux-replica", Value: "b"}}, "own=1; AWSALB=xyz; wsmux-replica=b"},
-		{[]*http.Cookie{{Name: "AWSALB", MaxAge: -1}}, "own=1; wsmux-replica=b"},
+		{[]string{"wsmux-replica=a; Path=/; HttpOnly"}, "own=1; wsmux-replica=a"},
+		{[]string{"AWSALB=xyz", "wsmux-replica=b"}, "own=1; AWSALB=xyz; wsmux-replica=b"},
+		{[]string{"AWSALB=; Max-Age=0"}, "own=1; wsmux-replica=b"},
 	}
 	for i, s := range steps {
-		w.keepCookies(s.set)
+		w.answer(&http.Response{StatusCode: http.StatusSwitchingProtocols, Header: http.Header{"Set-Cookie": s.set}}, false, 0)
 		if got := w.Header.Get("Cookie"); got != s.want {
 			t.Errorf("step %d: Cookie %q, want %q", i, got, s.want)
 		}
