@@ -262,6 +262,22 @@ func checkResumeAfterCut(ctx context.Context, o *Options, st *resumeState) error
 		return fmt.Errorf("opening a stream: %w", err)
 	}
 	_ = stream.SetDeadline(time.Now().Add(o.Timeout))
+	if err := echoAcrossCut(stream, size, px.Cut); err != nil {
+		return err
+	}
+	stats := s.Stats()
+	mu.Lock()
+	defer mu.Unlock()
+	if stats.Suspends != 1 || stats.Resumes != 1 || len(events) != 2 || events[0] != "lost" || events[1] != "resumed" {
+		return failf("%d suspensions, %d resumes, events %v: want 1, 1, [lost resumed]", stats.Suspends, stats.Resumes, events)
+	}
+	return nil
+}
+
+// echoAcrossCut writes size pattern bytes on stream (then FIN) and reads
+// their echo, calling cut once when half of it came back; the echo must be
+// every byte once, in order.
+func echoAcrossCut(stream *mux.Stream, size int, cut func()) error {
 	data := make([]byte, size)
 	for i := range data {
 		data[i] = patternByte(i)
@@ -273,30 +289,24 @@ func checkResumeAfterCut(ctx context.Context, o *Options, st *resumeState) error
 	}()
 	h := sha256.New()
 	buf := make([]byte, 32<<10)
-	got, cut := 0, false
+	got, done := 0, false
 	for {
 		n, err := stream.Read(buf)
 		h.Write(buf[:n])
 		got += n
-		if !cut && got >= size/2 {
-			px.Cut()
-			cut = true
+		if !done && got >= size/2 {
+			cut()
+			done = true
 		}
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return failf("after %d of %d echoed bytes (cut: %v): %v", got, size, cut, err)
+			return failf("after %d of %d echoed bytes (cut: %v): %v", got, size, done, err)
 		}
 	}
 	if want := sha256.Sum256(data); got != size || [32]byte(h.Sum(nil)) != want {
 		return failf("echoed %d bytes of %d, sha256 equal: %v", got, size, [32]byte(h.Sum(nil)) == want)
-	}
-	stats := s.Stats()
-	mu.Lock()
-	defer mu.Unlock()
-	if stats.Suspends != 1 || stats.Resumes != 1 || len(events) != 2 || events[0] != "lost" || events[1] != "resumed" {
-		return failf("%d suspensions, %d resumes, events %v: want 1, 1, [lost resumed]", stats.Suspends, stats.Resumes, events)
 	}
 	return nil
 }

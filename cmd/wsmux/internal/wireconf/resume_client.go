@@ -2,7 +2,7 @@ package wireconf
 
 import (
 	"context"
-	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -103,15 +103,6 @@ func checkClientResumeAfterCut(ctx context.Context, o *Options, _ *resumeState) 
 		return fmt.Errorf("opening a stream: %w", err)
 	}
 	_ = stream.SetDeadline(time.Now().Add(o.Timeout + 10*time.Second))
-	data := make([]byte, size)
-	for i := range data {
-		data[i] = patternByte(i)
-	}
-	go func() {
-		if _, err := stream.Write(data); err == nil {
-			_ = stream.CloseWrite()
-		}
-	}()
 	// The client's redial is accepted while the echo waits for it. A client
 	// that never comes back leaves the accept to the check's end, which
 	// closes the listener (this is the run's last check).
@@ -124,36 +115,26 @@ func checkClientResumeAfterCut(ctx context.Context, o *Options, _ *resumeState) 
 			<-redialed
 		}
 	}()
-	h := sha256.New()
-	buf := make([]byte, 32<<10)
-	got := 0
-	for {
-		n, err := stream.Read(buf)
-		h.Write(buf[:n])
-		got += n
-		if !cut && got >= size/2 {
-			cut = true
-			if tc, ok := first.(*net.TCPConn); ok {
-				_ = tc.SetLinger(0) // a reset, not a clean close
+	err = echoAcrossCut(stream, size, func() {
+		cut = true
+		if tc, ok := first.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // a reset, not a clean close
+		}
+		_ = first.Close()
+		go func() {
+			c, err := o.accept(actx)
+			if err == nil {
+				u.serve(c)
 			}
-			_ = first.Close()
-			go func() {
-				c, err := o.accept(actx)
-				if err == nil {
-					u.serve(c)
-				}
-				redialed <- err
-			}()
+			redialed <- err
+		}()
+	})
+	if err != nil {
+		var fl *failure
+		if errors.As(err, &fl) {
+			fl.msg += u.refusals()
 		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return failf("after %d of %d echoed bytes (cut: %v): %v%s", got, size, cut, err, u.refusals())
-		}
-	}
-	if want := sha256.Sum256(data); got != size || [32]byte(h.Sum(nil)) != want {
-		return failf("echoed %d bytes of %d, sha256 equal: %v", got, size, [32]byte(h.Sum(nil)) == want)
+		return err
 	}
 	waited = true
 	if err := <-redialed; err != nil {

@@ -193,25 +193,7 @@ func TestConformanceMuxClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	wg.Go(func() {
-		for ctx.Err() == nil {
-			sess, err := mux.Dial(ctx, "ws://"+ln.Addr().String()+"/", nil)
-			if err != nil {
-				continue // the runner has closed the listener, or refused this one
-			}
-			for {
-				st, err := sess.AcceptStream(ctx)
-				if err != nil {
-					break
-				}
-				wg.Go(func() { echo(st) })
-			}
-			_ = sess.Close()
-		}
-	})
+	echoClient(t, ln, false, nil)
 	sum, report := run(t, wireconf.Options{Listener: ln, Echo: true, AcceptTimeout: 10 * time.Second}, "")
 	_ = ln.Close()
 	mustPass(t, sum, report, 70)
@@ -318,18 +300,18 @@ func TestRunnerNamesTheBrokenRule(t *testing.T) {
 	}
 }
 
-// resumingClient dials ln's runner with resumption on (unless off), echoes
-// the streams it accepts and dials again after every session. dial, when
-// set, says whether the n-th TCP dial (from 1) may connect; a refused one
-// waits for the test's end.
-func resumingClient(t *testing.T, ln net.Listener, off bool, dial func(n int) bool) {
+// echoClient dials ln's runner (resuming its sessions when resume is set),
+// echoes the streams it accepts and dials again after every session. dial,
+// when set, says whether the n-th TCP dial (from 1) may connect; a refused
+// one waits for the test's end.
+func echoClient(t *testing.T, ln net.Listener, resume bool, dial func(n int) bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	var mu sync.Mutex
 	dials := 0
 	d := mux.Dialer{
-		Config: &mux.Config{Resume: !off, ResumeTimeout: 3 * time.Second},
+		Config: &mux.Config{Resume: resume, ResumeTimeout: 3 * time.Second},
 		NetDial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			mu.Lock()
 			dials++
@@ -377,7 +359,7 @@ func TestConformanceResumeClient(t *testing.T) {
 	}
 	t.Run("resumes", func(t *testing.T) {
 		ln := listen(t)
-		resumingClient(t, ln, false, nil)
+		echoClient(t, ln, true, nil)
 		sum, report := run(t, wireconf.Options{Listener: ln, Echo: true, AcceptTimeout: 10 * time.Second}, "^resume-")
 		if sum.Pass != 2 || sum.Fail != 0 || sum.Skip != 0 {
 			t.Fatalf("%d passed, %d failed, %d skipped, want 2, 0, 0:\n%s", sum.Pass, sum.Fail, sum.Skip, report)
@@ -386,7 +368,7 @@ func TestConformanceResumeClient(t *testing.T) {
 	})
 	t.Run("no resumption", func(t *testing.T) {
 		ln := listen(t)
-		resumingClient(t, ln, true, nil)
+		echoClient(t, ln, false, nil)
 		sum, report := run(t, wireconf.Options{Listener: ln, Echo: true, AcceptTimeout: 10 * time.Second}, "^resume-")
 		if sum.Skip != 2 || sum.Fail != 0 || !strings.Contains(report, "does not negotiate RESUME") {
 			t.Fatalf("%d skipped, %d failed, want 2 skipped with the reason:\n%s", sum.Skip, sum.Fail, report)
@@ -394,7 +376,7 @@ func TestConformanceResumeClient(t *testing.T) {
 	})
 	t.Run("redial lost", func(t *testing.T) {
 		ln := listen(t)
-		resumingClient(t, ln, false, func(n int) bool { return n <= 2 }) // the offer's session, the cut one
+		echoClient(t, ln, true, func(n int) bool { return n <= 2 }) // the offer's session, the cut one
 		sum, report := run(t, wireconf.Options{Listener: ln, Echo: true, AcceptTimeout: 10 * time.Second, Timeout: 2 * time.Second}, "^resume-")
 		if sum.Pass != 1 || sum.Fail != 1 || !strings.Contains(report, "cut: true") {
 			t.Fatalf("%d passed, %d failed, want 1 and 1 (after the cut):\n%s", sum.Pass, sum.Fail, report)
