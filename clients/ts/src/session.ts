@@ -49,6 +49,12 @@ export interface SessionOptions extends Partial<Omit<Settings, "features">> {
   keepaliveMs?: number;
   /** End the session when nothing at all arrived for this long (9.2; default 45000 ms; 0: never). */
   keepaliveTimeoutMs?: number;
+  /**
+   * End the session with STALL_TIMEOUT when a write has waited this long for
+   * session credit without a session WINDOW_UPDATE from the peer (9.6: a
+   * peer that never reads; default 120000 ms; 0: never).
+   */
+  stallTimeoutMs?: number;
   /** A graceful close() waits this long for streams to end (9.4; default 30000 ms). */
   drainTimeoutMs?: number;
   /** Streams the peer opened wait here for accept(); more are refused (7.2; default 64). */
@@ -138,6 +144,7 @@ export class Session implements StreamHost {
   private openWaiters: Array<() => void> = [];
   private sendCredit = DEFAULT_SETTINGS.initialSessionWindow;
   private sessionWaiters: Array<() => void> = [];
+  private stalledSince = -1; // when a write began to wait for session credit, since the last session WINDOW_UPDATE
   private recvAvail: number;
   private rwin: RecvWindow;
   private readonly maxStreamWindow: number;
@@ -200,9 +207,11 @@ export class Session implements StreamHost {
       }, st);
     const ka = opts.keepaliveMs ?? 15000;
     const kt = opts.keepaliveTimeoutMs ?? 45000;
-    if (ka > 0 || kt > 0) {
-      const tick = Math.max(50, Math.min(ka || kt, kt || ka) / 3);
-      this.timer = setInterval(() => this.onTick(ka, kt), tick);
+    const stall = opts.stallTimeoutMs ?? 120000;
+    const periods = [ka, kt, stall].filter((v) => v > 0);
+    if (periods.length > 0) {
+      const tick = Math.max(50, Math.min(...periods) / 3);
+      this.timer = setInterval(() => this.onTick(ka, kt, stall), tick);
       (this.timer as { unref?: () => void }).unref?.();
     }
   }
@@ -326,6 +335,7 @@ export class Session implements StreamHost {
   /** @internal */
   waitSessionCredit(): Promise<void> {
     if (this.state === "ended") return Promise.resolve();
+    if (this.stalledSince < 0) this.stalledSince = this.now();
     return new Promise((res) => this.sessionWaiters.push(res));
   }
 
@@ -668,6 +678,7 @@ export class Session implements StreamHost {
     if (f.streamId === 0) {
       if (this.sendCredit + f.arg > MAX_U31) throw new ProtocolViolation(ErrorCode.FLOW_CONTROL_ERROR, "session credit over 2^31-1");
       this.sendCredit += f.arg;
+      this.stalledSince = -1;
       this.wakeAll("session");
       return;
     }
@@ -746,11 +757,15 @@ export class Session implements StreamHost {
     this.end(null, 1000, true);
   }
 
-  private onTick(ka: number, kt: number): void {
+  private onTick(ka: number, kt: number, stall: number): void {
     if (this.state === "ended") return;
     const t = this.now();
     if (kt > 0 && t - this.lastRecv >= kt) {
       this.fail(new ProtocolViolation(ErrorCode.KEEPALIVE_TIMEOUT, `nothing received for ${kt} ms`));
+      return;
+    }
+    if (stall > 0 && this.stalledSince >= 0 && this.sessionWaiters.length > 0 && t - this.stalledSince >= stall) {
+      this.fail(new ProtocolViolation(ErrorCode.STALL_TIMEOUT, `the peer kept the session window at zero with data queued for ${stall} ms`));
       return;
     }
     if (ka > 0 && t - this.lastSent >= ka && this.peerSettings && !this.pingOut) this.ping().catch(() => {});

@@ -230,6 +230,24 @@ test("limit: no SETTINGS within the settings timeout is SETTINGS_TIMEOUT", async
   assert.equal(p.ws.closedWith, 1001);
 });
 
+test("limit: data queued while the peer keeps the session window at zero is STALL_TIMEOUT", { timeout: 10000 }, async () => {
+  let t = 0;
+  const keep = setTimeout(() => {}, 5000); // the session's timer does not hold the event loop
+  const p = rawPeer(true, { stallTimeoutMs: 60, keepaliveTimeoutMs: 0, now: () => t });
+  p.send(settings([[4, 0]])); // INITIAL_SESSION_WINDOW 0
+  const st = await p.s.open();
+  const w = st.writable.getWriter();
+  void w.write(new Uint8Array(20)).catch(() => {});
+  await p.until((fr) => fr.type === FrameType.HEADERS);
+  t = 50; // a session WINDOW_UPDATE restarts the stall clock; 10 bytes go
+  p.send(f(FrameType.WINDOW_UPDATE, 0, 0, 10));
+  assert.equal((await p.until((fr) => fr.type === FrameType.DATA)).payload.length, 10);
+  t = 111; // 61 ms since that update, with 10 bytes still queued
+  assert.equal((await p.until((fr) => fr.type === FrameType.GOAWAY)).arg, ErrorCode.STALL_TIMEOUT);
+  assert.equal(p.ws.closedWith, 1001);
+  clearTimeout(keep);
+});
+
 test("limit: nothing received for the keepalive timeout is KEEPALIVE_TIMEOUT", async () => {
   const keep = setTimeout(() => {}, 5000); // the session's timer does not hold the event loop
   const p = rawPeer(true, { keepaliveTimeoutMs: 60 });
