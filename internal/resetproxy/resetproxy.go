@@ -146,12 +146,17 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 				n = int(p.next - p.moved) // forward up to the offset, then cut
 			}
 			p.moved += int64(n)
+			if cut {
+				// Counted and moved on here, with the decision: the other
+				// direction's pipe must not take the same offset for a
+				// second cut before this one resets the connections.
+				p.cuts++
+				p.next = p.moved + p.gap()
+			}
 			p.mu.Unlock()
 			_, werr := dst.Write(buf[:n])
 			if cut {
 				p.mu.Lock()
-				p.cuts++
-				p.next = p.moved + p.gap()
 				p.resetAll()
 				p.mu.Unlock()
 				return
