@@ -34,6 +34,8 @@ export interface WebSocketLike {
   binaryType: string;
   readonly protocol: string;
   readonly readyState: number;
+  /** Bytes queued by send() and not yet handed to the network (browsers and ws have it; optional). */
+  readonly bufferedAmount?: number;
   send(data: Uint8Array): void;
   close(code?: number, reason?: string): void;
   addEventListener(type: "message", l: (ev: { data: unknown }) => void): void;
@@ -55,6 +57,12 @@ export interface SessionOptions extends Partial<Omit<Settings, "features">> {
    * peer that never reads; default 120000 ms; 0: never).
    */
   stallTimeoutMs?: number;
+  /**
+   * End the session with STALL_TIMEOUT when the WebSocket's send buffer
+   * (bufferedAmount) has not shrunk for this long (9.6: a write to the
+   * connection made no progress; default 30000 ms; 0: never).
+   */
+  writeTimeoutMs?: number;
   /** A graceful close() waits this long for streams to end (9.4; default 30000 ms). */
   drainTimeoutMs?: number;
   /** Streams the peer opened wait here for accept(); more are refused (7.2; default 64). */
@@ -145,6 +153,9 @@ export class Session implements StreamHost {
   private sendCredit = DEFAULT_SETTINGS.initialSessionWindow;
   private sessionWaiters: Array<() => void> = [];
   private stalledSince = -1; // when a write began to wait for session credit, since the last session WINDOW_UPDATE
+  private sentTotal = 0; // message bytes handed to ws.send
+  private sentOut = 0; // of those, what had left the WebSocket's buffer at the last progress
+  private sendProgress = 0; // when that last grew (or nothing was buffered)
   private recvAvail: number;
   private rwin: RecvWindow;
   private readonly maxStreamWindow: number;
@@ -188,7 +199,7 @@ export class Session implements StreamHost {
     const maxWindow = (v: number | undefined, def: number, initial: number) => Math.min(Math.max(v ?? def, initial), MAX_U31);
     this.maxStreamWindow = maxWindow(opts.maxStreamWindow, 16 << 20, s.initialStreamWindow);
     this.rwin = new RecvWindow(s.initialSessionWindow, maxWindow(opts.maxSessionWindow, 64 << 20, s.initialSessionWindow));
-    this.lastRecv = this.lastSent = this.now();
+    this.lastRecv = this.lastSent = this.sendProgress = this.now();
     this.pingBudget = new TokenBucket(50, 10, this.now);
     this.uselessBudget = new WindowBudget(1000, 10000, this.now);
     this.resetBudget = new WindowBudget(200, 10000, this.now);
@@ -208,10 +219,11 @@ export class Session implements StreamHost {
     const ka = opts.keepaliveMs ?? 15000;
     const kt = opts.keepaliveTimeoutMs ?? 45000;
     const stall = opts.stallTimeoutMs ?? 120000;
-    const periods = [ka, kt, stall].filter((v) => v > 0);
+    const wt = opts.writeTimeoutMs ?? 30000;
+    const periods = [ka, kt, stall, wt].filter((v) => v > 0);
     if (periods.length > 0) {
       const tick = Math.max(50, Math.min(...periods) / 3);
-      this.timer = setInterval(() => this.onTick(ka, kt, stall), tick);
+      this.timer = setInterval(() => this.onTick(ka, kt, stall, wt), tick);
       (this.timer as { unref?: () => void }).unref?.();
     }
   }
@@ -457,6 +469,7 @@ export class Session implements StreamHost {
       }
       try {
         this.ws.send(msg);
+        this.sentTotal += msg.length;
       } catch (e) {
         this.end(new SessionError(ErrorCode.INTERNAL_ERROR, `WebSocket send failed: ${(e as Error).message}`), 1011, false);
         return;
@@ -757,9 +770,19 @@ export class Session implements StreamHost {
     this.end(null, 1000, true);
   }
 
-  private onTick(ka: number, kt: number, stall: number): void {
+  private onTick(ka: number, kt: number, stall: number, wt: number): void {
     if (this.state === "ended") return;
     const t = this.now();
+    // Progress: bytes leaving the WebSocket's send buffer (a buffer that
+    // grows while it drains is progress too).
+    const buffered = this.ws.bufferedAmount ?? 0;
+    const out = this.sentTotal - buffered;
+    if (buffered === 0 || out > this.sentOut) this.sendProgress = t;
+    this.sentOut = Math.max(this.sentOut, out);
+    if (wt > 0 && buffered > 0 && t - this.sendProgress >= wt) {
+      this.fail(new ProtocolViolation(ErrorCode.STALL_TIMEOUT, `the connection took none of ${buffered} queued bytes for ${wt} ms`));
+      return;
+    }
     if (kt > 0 && t - this.lastRecv >= kt) {
       this.fail(new ProtocolViolation(ErrorCode.KEEPALIVE_TIMEOUT, `nothing received for ${kt} ms`));
       return;

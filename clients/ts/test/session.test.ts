@@ -248,6 +248,20 @@ test("limit: data queued while the peer keeps the session window at zero is STAL
   clearTimeout(keep);
 });
 
+test("limit: a WebSocket whose send buffer takes nothing for the write timeout is STALL_TIMEOUT", { timeout: 10000 }, async () => {
+  let t = 0;
+  const keep = setTimeout(() => {}, 5000); // the session's timer does not hold the event loop
+  const p = rawPeer(true, { writeTimeoutMs: 60, keepaliveTimeoutMs: 0, stallTimeoutMs: 0, now: () => t });
+  p.send(settings());
+  const ws = p.ws as unknown as { bufferedAmount: number };
+  ws.bufferedAmount = 5000; // bytes the network never takes
+  t = 50;
+  ws.bufferedAmount = 4000; // some left: progress once a timer turn sees it
+  t = 111; // then no progress
+  assert.equal((await p.until((fr) => fr.type === FrameType.GOAWAY)).arg, ErrorCode.STALL_TIMEOUT);
+  clearTimeout(keep);
+});
+
 test("limit: nothing received for the keepalive timeout is KEEPALIVE_TIMEOUT", async () => {
   const keep = setTimeout(() => {}, 5000); // the session's timer does not hold the event loop
   const p = rawPeer(true, { keepaliveTimeoutMs: 60 });
