@@ -258,6 +258,10 @@ func (s *Session) attach(conn net.Conn, br *bufio.Reader, peer uint64) error {
 		s.unlock()
 		return err
 	}
+	// A direct write that failed on the lost connection left its error
+	// for the writer goroutine; if the writer had not taken it yet, it
+	// would suspend the session again on this connection (sendMu held).
+	s.directErr = nil
 	s.wsc = wsio.New(conn, br, s.client, s.cfg.MaxMessageSize)
 	s.leadOK = s.directWrites && wsio.Interruptible(conn)
 	s.wsc.SetNotify(s.wakeWriter)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -468,5 +469,79 @@ func TestResumeSendsCookies(t *testing.T) {
 	}
 	if d.Header.Get("Cookie") != "own=1" {
 		t.Fatalf("the Dialer's Header changed: Cookie %q", d.Header.Get("Cookie"))
+	}
+}
+
+// TestResumeIgnoresStaleDirectWriteError: a direct write that failed on
+// the lost connection leaves its error for the writer goroutine; when the
+// session resumed before the writer took it, that stale error suspended
+// the session again and closed the new connection (TestForwardResumesAfterCuts
+// saw 4 suspensions for 3 cuts in CI). Here the error is left while the
+// client redials, with the writer goroutine parked, as the race leaves it.
+func TestResumeIgnoresStaleDirectWriteError(t *testing.T) {
+	reg := &ResumeRegistry{}
+	scfg := DefaultConfig()
+	scfg.Resume, scfg.ResumeRegistry = true, reg
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, err := Upgrade(w, r, scfg)
+		if err != nil {
+			return
+		}
+		go func() {
+			st, err := s.AcceptStream(context.Background())
+			if err == nil {
+				_, _ = io.Copy(st, st)
+				_ = st.CloseWrite()
+			}
+		}()
+	}))
+	defer srv.Close()
+	proxy := newCutProxy(t, strings.TrimPrefix(srv.URL, "http://"))
+	ccfg := DefaultConfig()
+	ccfg.Resume = true
+	resumed := make(chan struct{}, 4)
+	ccfg.OnResumeEvent = func(_ *Session, ev ResumeEvent) {
+		if !ev.Suspended {
+			resumed <- struct{}{}
+		}
+	}
+	var s *Session
+	dials := 0
+	d := Dialer{Config: ccfg, NetDial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dials++; dials == 2 { // the first redial (redialLoop dials one at a time)
+			s.sendMu.Lock() // the writer goroutine is parked: nothing wakes it before the resume
+			s.directErr = errors.New("a direct write on the lost connection failed")
+			s.sendMu.Unlock()
+		}
+		var nd net.Dialer
+		return nd.DialContext(ctx, network, addr)
+	}}
+	s, err := d.Dial(context.Background(), "ws://"+proxy.Addr()+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.Open(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	for i := range 3 {
+		if i == 1 {
+			// Nothing is written until the session resumed: no Write
+			// wakes the writer (which would take the error while still
+			// suspended, harmlessly) before it.
+			proxy.Cut()
+			<-resumed
+		}
+		if _, err := st.Write([]byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(st, buf); err != nil || string(buf) != "hello" {
+			t.Fatalf("echo %d: %q, %v", i, buf, err)
+		}
+	}
+	if cs := s.Stats(); cs.Suspends != 1 || cs.Resumes != 1 {
+		t.Fatalf("%d suspensions, %d resumes, want 1 and 1", cs.Suspends, cs.Resumes)
 	}
 }
