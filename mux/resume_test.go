@@ -413,30 +413,14 @@ func TestResumeManyStreamsRandomCuts(t *testing.T) {
 // of the session, as cookie affinity needs to bring the resume to the
 // replica that holds it.
 func TestResumeSendsCookies(t *testing.T) {
-	reg := &ResumeRegistry{}
-	scfg := DefaultConfig()
-	scfg.Resume, scfg.ResumeRegistry = true, reg
 	resumes := make(chan string, 4)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxy := resumableEcho(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(HeaderResumeToken) != "" {
 			resumes <- r.Header.Get("Cookie")
 		} else {
 			w.Header().Add("Set-Cookie", "replica=gw-0; Path=/; HttpOnly")
 		}
-		s, err := Upgrade(w, r, scfg)
-		if err != nil {
-			return // ErrResumed, or a refusal the client reports
-		}
-		go func() {
-			st, err := s.AcceptStream(context.Background())
-			if err == nil {
-				_, _ = io.Copy(st, st)
-				_ = st.CloseWrite()
-			}
-		}()
-	}))
-	defer srv.Close()
-	proxy := newCutProxy(t, strings.TrimPrefix(srv.URL, "http://"))
+	})
 	ccfg := DefaultConfig()
 	ccfg.Resume = true
 	d := Dialer{Config: ccfg, Header: http.Header{"Cookie": {"own=1"}}}
@@ -449,7 +433,6 @@ func TestResumeSendsCookies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 5)
 	for i := range 3 {
 		if i > 0 {
 			proxy.Cut()
@@ -457,12 +440,7 @@ func TestResumeSendsCookies(t *testing.T) {
 				t.Fatalf("resume %d sent Cookie %q, want %q", i, got, want)
 			}
 		}
-		if _, err := st.Write([]byte("hello")); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.ReadFull(st, buf); err != nil || string(buf) != "hello" {
-			t.Fatalf("echo %d: %q, %v", i, buf, err)
-		}
+		echoHello(t, st, i)
 	}
 	if cs := s.Stats(); cs.Suspends != 2 || cs.Resumes != 2 {
 		t.Fatalf("%d suspensions, %d resumes, want 2 and 2", cs.Suspends, cs.Resumes)
@@ -479,24 +457,7 @@ func TestResumeSendsCookies(t *testing.T) {
 // saw 4 suspensions for 3 cuts in CI). Here the error is left while the
 // client redials, with the writer goroutine parked, as the race leaves it.
 func TestResumeIgnoresStaleDirectWriteError(t *testing.T) {
-	reg := &ResumeRegistry{}
-	scfg := DefaultConfig()
-	scfg.Resume, scfg.ResumeRegistry = true, reg
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, err := Upgrade(w, r, scfg)
-		if err != nil {
-			return
-		}
-		go func() {
-			st, err := s.AcceptStream(context.Background())
-			if err == nil {
-				_, _ = io.Copy(st, st)
-				_ = st.CloseWrite()
-			}
-		}()
-	}))
-	defer srv.Close()
-	proxy := newCutProxy(t, strings.TrimPrefix(srv.URL, "http://"))
+	proxy := resumableEcho(t, nil)
 	ccfg := DefaultConfig()
 	ccfg.Resume = true
 	resumed := make(chan struct{}, 4)
@@ -525,7 +486,6 @@ func TestResumeIgnoresStaleDirectWriteError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 5)
 	for i := range 3 {
 		if i == 1 {
 			// Nothing is written until the session resumed: no Write
@@ -534,14 +494,49 @@ func TestResumeIgnoresStaleDirectWriteError(t *testing.T) {
 			proxy.Cut()
 			<-resumed
 		}
-		if _, err := st.Write([]byte("hello")); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.ReadFull(st, buf); err != nil || string(buf) != "hello" {
-			t.Fatalf("echo %d: %q, %v", i, buf, err)
-		}
+		echoHello(t, st, i)
 	}
 	if cs := s.Stats(); cs.Suspends != 1 || cs.Resumes != 1 {
 		t.Fatalf("%d suspensions, %d resumes, want 1 and 1", cs.Suspends, cs.Resumes)
+	}
+}
+
+// resumableEcho starts a server whose sessions resume (with a registry of
+// their own) and echo every stream, behind a proxy that cuts on demand;
+// before, if set, runs first for every upgrade (to look at the request or
+// set headers of the 101).
+func resumableEcho(t *testing.T, before func(w http.ResponseWriter, r *http.Request)) *resetproxy.Proxy {
+	t.Helper()
+	scfg := DefaultConfig()
+	scfg.Resume, scfg.ResumeRegistry = true, &ResumeRegistry{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if before != nil {
+			before(w, r)
+		}
+		s, err := Upgrade(w, r, scfg)
+		if err != nil {
+			return // ErrResumed, or a refusal the client reports
+		}
+		go func() {
+			st, err := s.AcceptStream(context.Background())
+			if err == nil {
+				_, _ = io.Copy(st, st)
+				_ = st.CloseWrite()
+			}
+		}()
+	}))
+	t.Cleanup(srv.Close)
+	return newCutProxy(t, strings.TrimPrefix(srv.URL, "http://"))
+}
+
+// echoHello writes "hello" on st and reads it back.
+func echoHello(t *testing.T, st *Stream, i int) {
+	t.Helper()
+	if _, err := st.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(st, buf); err != nil || string(buf) != "hello" {
+		t.Fatalf("echo %d: %q, %v", i, buf, err)
 	}
 }
