@@ -43,14 +43,17 @@ func faultSeed(t *testing.T) uint64 {
 // replays the same plan of cuts (the offsets; where the scheduler puts
 // them in time may differ).
 //
-// The full size (64 x 16 MiB each way) runs in the non-race pass of make
-// test; under -race, 8 x 1 MiB.
+// It runs on the default driver (the fast paths: direct writes, leader
+// reads) and on the goroutine driver. The full size (64 x 16 MiB each way)
+// runs in the non-race pass of make test; under -race, 8 x 1 MiB.
 func TestResumeFaultInjection(t *testing.T) {
 	streams, size := 64, 16<<20
 	if raceEnabled || testing.Short() {
 		streams, size = 8, 1<<20
 	}
-	runFaultInjection(t, streams, size, DriverGoroutines)
+	for _, drv := range []Driver{DriverFastPaths, DriverGoroutines} {
+		t.Run(drv.String(), func(t *testing.T) { runFaultInjection(t, streams, size, drv) })
+	}
 }
 
 func runFaultInjection(t *testing.T, streams, size int, drv Driver) {
