@@ -67,9 +67,8 @@ func (rt *RoundTripper) roundTripResume(req *http.Request) (*http.Response, erro
 	if rt.resume.timeout > 0 {
 		cfg.ResumeTimeout = rt.resume.timeout
 	}
-	// RoundTrip's own copy of the headers: resumes send them again, with
-	// the affinity cookies the upgrade answers set.
-	w.Header = req.Header
+	// RoundTrip's own copy of the headers: resumes send them again (and
+	// the Dialer adds the affinity cookies the upgrade answers set).
 	d := mux.Dialer{Config: cfg, Header: req.Header, NetDial: w.NetDial}
 	if dl, ok := req.Context().Deadline(); ok {
 		d.HandshakeTimeout = time.Until(dl)

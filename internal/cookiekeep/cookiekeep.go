@@ -2,9 +2,8 @@
 // client's WebSocket upgrades (Set-Cookie on the 101) and sends them back
 // with the client's later upgrades of the same session (its resumes): what
 // a load balancer's cookie affinity, or a replica's own cookie, needs to
-// bring a resume to the replica that holds the session. It is used by
-// mux.Dialer and internal/resumedial, imports only the standard library,
-// and must not import mux.
+// bring a resume to the replica that holds the session. mux.Dialer uses
+// it; it imports only the standard library and must not import mux.
 package cookiekeep
 
 import (

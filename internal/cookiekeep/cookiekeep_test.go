@@ -29,7 +29,7 @@ func TestJar(t *testing.T) {
 			}
 			for _, a := range tc.answers {
 				j.Keep(a)
-				j.Apply(h) // the same header map, applied again each time (as resumedial does)
+				j.Apply(h) // the same map again: Apply is the same whether h is fresh or was applied before
 			}
 			if got := h.Get("Cookie"); got != tc.want {
 				t.Errorf("Cookie %q, want %q", got, tc.want)

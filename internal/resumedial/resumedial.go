@@ -11,7 +11,7 @@
 // the same host, and NetDial, which ignores the address it is asked for and
 // dials the original host (TLS included).
 //
-// It imports only the standard library and internal/cookiekeep, and must not import mux (mux does
+// It imports only the standard library and must not import mux (mux does
 // not know it exists).
 package resumedial
 
@@ -27,8 +27,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-
-	"github.com/wsmux/wsmux/internal/cookiekeep"
 )
 
 // Kind is what happened to a session's connection.
@@ -99,13 +97,6 @@ type Watcher struct {
 	// OnEvent, when set, receives every event, in order, from the
 	// goroutine that dials (it must not block for long).
 	OnEvent func(Event)
-	// Header, when set, is the request header map the mux.Dialer sends
-	// (it clones it for every redial): the cookies of every successful
-	// upgrade answer (Set-Cookie) are added to its Cookie header, so that a
-	// resume carries the affinity cookie a load balancer (AWS ALB, Google
-	// Cloud) or the server set, and lands on the same replica. Set before
-	// the first dial; not to be used by anything else meanwhile.
-	Header http.Header
 
 	addr   string // host:port to dial
 	host   string // for the TLS server name
@@ -117,7 +108,6 @@ type Watcher struct {
 	connected bool // the last upgrade succeeded
 	attempt   int
 	first     http.Header // headers of the first 101
-	cookies   cookiekeep.Jar
 }
 
 // New returns a Watcher for rawURL (http, https, ws or wss).
@@ -237,10 +227,6 @@ func (w *Watcher) answer(resp *http.Response, redial bool, attempt int) {
 		w.connected = true
 		if w.first == nil {
 			w.first = resp.Header.Clone()
-		}
-		if w.Header != nil {
-			w.cookies.Keep(resp.Header)
-			w.cookies.Apply(w.Header)
 		}
 	}
 	w.mu.Unlock()

@@ -1,31 +1,8 @@
 package resumedial
 
 import (
-	"net/http"
 	"testing"
 )
-
-// TestKeepCookies: the cookies of each 101 go into Header's Cookie (after
-// the caller's own), a cookie set again replaces its value and one deleted
-// goes.
-func TestKeepCookies(t *testing.T) {
-	w := &Watcher{Header: http.Header{"Cookie": {"own=1"}}}
-	steps := []struct {
-		set  []string
-		want string
-	}{
-		{nil, "own=1"},
-		{[]string{"wsmux-replica=a; Path=/; HttpOnly"}, "own=1; wsmux-replica=a"},
-		{[]string{"AWSALB=xyz", "wsmux-replica=b"}, "own=1; AWSALB=xyz; wsmux-replica=b"},
-		{[]string{"AWSALB=; Max-Age=0"}, "own=1; wsmux-replica=b"},
-	}
-	for i, s := range steps {
-		w.answer(&http.Response{StatusCode: http.StatusSwitchingProtocols, Header: http.Header{"Set-Cookie": s.set}}, false, 0)
-		if got := w.Header.Get("Cookie"); got != s.want {
-			t.Errorf("step %d: Cookie %q, want %q", i, got, s.want)
-		}
-	}
-}
 
 func TestEventFinal(t *testing.T) {
 	for _, tc := range []struct {

@@ -223,7 +223,6 @@ func (f *Forwarder) session(ctx context.Context) (*mux.Session, error) {
 		}
 		w.TLS = f.cfg.TLS
 		w.OnEvent = func(e resumedial.Event) { e.Log(f.log, "tunnel") }
-		w.Header = d.Header // resumes carry the affinity cookies set at the upgrade
 		var mc mux.Config
 		if f.cfg.Mux != nil {
 			mc = *f.cfg.Mux
