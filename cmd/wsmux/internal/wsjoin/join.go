@@ -73,10 +73,9 @@ type Conn struct {
 	net.Conn
 	src *bufio.Reader // the hijacked reader: it may hold bytes read already
 
-	out    []byte // a frame header to hand out before reading on
-	outOff int
-	tail   []byte // then a joined message's payload
-	pass   int64  // or the payload bytes of a passed-through frame still to copy
+	out  []byte // what is left of a frame header to hand out before reading on
+	tail []byte // then of a joined message's payload
+	pass int64  // or the payload bytes of a passed-through frame still to copy
 
 	joining bool
 	first   ws.Header // the fragmented message's first frame
@@ -91,9 +90,9 @@ type Conn struct {
 func (c *Conn) Read(p []byte) (int, error) {
 	for {
 		switch {
-		case c.outOff < len(c.out):
-			n := copy(p, c.out[c.outOff:])
-			c.outOff += n
+		case len(c.out) > 0:
+			n := copy(p, c.out)
+			c.out = c.out[n:]
 			return n, nil
 		case len(c.tail) > 0:
 			n := copy(p, c.tail)
@@ -102,10 +101,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		case c.pass > 0:
 			n, err := c.src.Read(p[:min(int64(len(p)), c.pass)])
 			c.pass -= int64(n)
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return n, err
+			return n, cutShort(err)
 		case c.err != nil:
 			return 0, c.err
 		}
@@ -117,8 +113,8 @@ func (c *Conn) Read(p []byte) (int, error) {
 func (c *Conn) next() error {
 	h, err := ws.ReadHeaderBuffer(c.src, c.hdr[:])
 	if err != nil {
-		if err == io.EOF && c.joining {
-			err = io.ErrUnexpectedEOF
+		if c.joining {
+			return cutShort(err)
 		}
 		return err
 	}
@@ -144,10 +140,7 @@ func (c *Conn) next() error {
 		m := len(c.msg)
 		c.msg = slices.Grow(c.msg, k)[:m+k]
 		if _, err := io.ReadFull(c.src, c.msg[m:]); err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return err
+			return cutShort(err)
 		}
 		left -= k
 	}
@@ -173,5 +166,14 @@ func (c *Conn) next() error {
 func (c *Conn) emit(h ws.Header, payload []byte) {
 	c.enc.Reset()
 	_ = ws.WriteHeader(&c.enc, h) // a bytes.Buffer does not fail
-	c.out, c.outOff, c.tail = c.enc.Bytes(), 0, payload
+	c.out, c.tail = c.enc.Bytes(), payload
+}
+
+// cutShort is err for a read inside a frame or a message: the end of the
+// connection there is io.ErrUnexpectedEOF.
+func cutShort(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }

@@ -23,23 +23,6 @@ func frameBytes(t *testing.T, frames ...ws.Frame) []byte {
 	return b.Bytes()
 }
 
-// readFrames decodes what a Conn hands out, unmasked, until its error.
-func readFrames(jc *Conn) ([]ws.Frame, error) {
-	r := bufio.NewReader(jc)
-	var fs []ws.Frame
-	for {
-		f, err := ws.ReadFrame(r)
-		if err != nil {
-			return fs, err
-		}
-		if f.Header.Masked {
-			ws.Cipher(f.Payload, f.Header.Mask, 0)
-		}
-		f.Header.Masked, f.Header.Mask = false, [4]byte{}
-		fs = append(fs, f)
-	}
-}
-
 func TestJoinConn(t *testing.T) {
 	bin := func(fin bool, p string) ws.Frame { return ws.NewFrame(ws.OpBinary, fin, []byte(p)) }
 	cont := func(fin bool, p string) ws.Frame { return ws.NewFrame(ws.OpContinuation, fin, []byte(p)) }
@@ -50,7 +33,7 @@ func TestJoinConn(t *testing.T) {
 		name string
 		in   []byte
 		want []ws.Frame
-		err  error // nil: io.EOF after want
+		err  error // nil: a clean end after want
 	}{
 		{"whole messages pass", frameBytes(t, bin(true, "ab"), ping, bin(true, "")), []ws.Frame{bin(true, "ab"), ping, bin(true, "")}, nil},
 		{"fragments joined", frameBytes(t, bin(false, "ab"), ping, cont(false, ""), cont(false, "cd"), cont(true, "e"), bin(true, "f")),
@@ -63,23 +46,19 @@ func TestJoinConn(t *testing.T) {
 		{"cut inside fragments", frameBytes(t, bin(false, "ab")), nil, io.ErrUnexpectedEOF},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			jc := NewConn(nil, bufio.NewReader(bytes.NewReader(tc.in)))
-			fs, err := readFrames(jc)
-			want := tc.err
-			if want == nil {
-				want = io.EOF
-			}
+			out, err := io.ReadAll(NewConn(nil, bufio.NewReader(bytes.NewReader(tc.in))))
 			var je *Error
-			if _, isJoin := want.(*Error); isJoin && !errors.As(err, &je) || !isJoin && !errors.Is(err, want) {
-				t.Errorf("error %v, want %T %v", err, want, want)
+			if _, isJoin := tc.err.(*Error); isJoin && !errors.As(err, &je) || !isJoin && !errors.Is(err, tc.err) {
+				t.Errorf("error %v, want %T %v", err, tc.err, tc.err)
 			}
+			fs, _ := decode(out)
 			if len(fs) != len(tc.want) {
 				t.Fatalf("%d frames, want %d", len(fs), len(tc.want))
 			}
 			for i, f := range fs {
 				w := tc.want[i]
-				if f.Header.OpCode != w.Header.OpCode || f.Header.Fin != w.Header.Fin || !bytes.Equal(f.Payload, w.Payload) {
-					t.Errorf("frame %d: %v fin=%v %q, want %v fin=%v %q", i, f.Header.OpCode, f.Header.Fin, f.Payload, w.Header.OpCode, w.Header.Fin, w.Payload)
+				if f.op != w.Header.OpCode || f.fin != w.Header.Fin || !bytes.Equal(f.payload, w.Payload) {
+					t.Errorf("frame %d: %v fin=%v %q, want %v fin=%v %q", i, f.op, f.fin, f.payload, w.Header.OpCode, w.Header.Fin, w.Payload)
 				}
 			}
 		})
