@@ -78,8 +78,7 @@ func clientOffersResume(ctx context.Context, o *Options, st *resumeState) error 
 // must redial with its token and the echo must complete intact.
 func checkClientResumeAfterCut(ctx context.Context, o *Options, _ *resumeState) error {
 	const size = 4 << 20
-	u := &upgrades{cfg: &mux.Config{Resume: true, ResumeTimeout: o.Timeout, ResumeRegistry: &mux.ResumeRegistry{}},
-		sessions: make(chan *mux.Session, 1), resumes: make(chan resumeAnswer, 4)}
+	u := newUpgrades(o)
 	defer u.close()
 	first, err := o.accept(ctx)
 	if err != nil {
@@ -103,18 +102,10 @@ func checkClientResumeAfterCut(ctx context.Context, o *Options, _ *resumeState) 
 		return fmt.Errorf("opening a stream: %w", err)
 	}
 	_ = stream.SetDeadline(time.Now().Add(o.Timeout + 10*time.Second))
-	// The client's redial is accepted while the echo waits for it. A client
-	// that never comes back leaves the accept to the check's end, which
-	// closes the listener (this is the run's last check).
+	// The client's redial is accepted while the echo waits for it.
 	redialed := make(chan error, 1)
 	actx, stopAccept := context.WithCancel(ctx)
-	cut, waited := false, false
-	defer func() {
-		stopAccept()
-		if cut && !waited {
-			<-redialed
-		}
-	}()
+	cut := false
 	err = echoAcrossCut(stream, size, func() {
 		cut = true
 		if tc, ok := first.(*net.TCPConn); ok {
@@ -129,15 +120,19 @@ func checkClientResumeAfterCut(ctx context.Context, o *Options, _ *resumeState) 
 			redialed <- err
 		}()
 	})
+	// A client that never came back leaves the accept waiting: stopping
+	// it closes the listener (this is the run's last check).
+	stopAccept()
+	if cut {
+		if rerr := <-redialed; err == nil {
+			err = rerr
+		}
+	}
 	if err != nil {
 		var fl *failure
 		if errors.As(err, &fl) {
 			fl.msg += u.refusals()
 		}
-		return err
-	}
-	waited = true
-	if err := <-redialed; err != nil {
 		return err
 	}
 	if st := s.Stats(); st.Suspends != 1 || st.Resumes != 1 {
@@ -146,31 +141,52 @@ func checkClientResumeAfterCut(ctx context.Context, o *Options, _ *resumeState) 
 	return nil
 }
 
-// upgrades serves the client's connections for checkClientResumeAfterCut,
-// each with an http.Server of its own: a new session goes to sessions, a
-// resume's answer to resumes.
+// upgrades is the runner's resuming server for checkClientResumeAfterCut:
+// one http.Server over the client's connections the runner accepted; a new
+// session goes to sessions, a resume's answer to resumes.
 type upgrades struct {
 	cfg      *mux.Config
 	sessions chan *mux.Session
 	resumes  chan resumeAnswer
+	conns    chan net.Conn // accepted, for the server to serve
+	srv      *http.Server
+	served   chan struct{} // closed when the server stopped
+}
 
-	mu      sync.Mutex
-	servers []*http.Server
-	wg      sync.WaitGroup
+func newUpgrades(o *Options) *upgrades {
+	u := &upgrades{
+		cfg:      &mux.Config{Resume: true, ResumeTimeout: o.Timeout, ResumeRegistry: &mux.ResumeRegistry{}},
+		sessions: make(chan *mux.Session, 1), resumes: make(chan resumeAnswer, 4),
+		conns: make(chan net.Conn), served: make(chan struct{}),
+	}
+	u.srv = &http.Server{Handler: http.HandlerFunc(u.handle), ErrorLog: log.New(io.Discard, "", 0)}
+	ln := &connQueue{conns: u.conns, closed: make(chan struct{}), addr: o.Listener.Addr()}
+	go func() {
+		defer close(u.served)
+		_ = u.srv.Serve(ln)
+	}()
+	return u
+}
+
+// serve hands c to the server.
+func (u *upgrades) serve(c net.Conn) {
+	select {
+	case u.conns <- c:
+	case <-u.served:
+		_ = c.Close()
+	}
+}
+
+// close stops the server (hijacked connections belong to their sessions).
+func (u *upgrades) close() {
+	_ = u.srv.Close()
+	<-u.served
 }
 
 // resumeAnswer is how the runner answered a resume request.
 type resumeAnswer struct {
 	status int // 0: resumed (101)
 	err    error
-}
-
-func (u *upgrades) serve(c net.Conn) {
-	srv := &http.Server{Handler: http.HandlerFunc(u.handle), ErrorLog: log.New(io.Discard, "", 0)}
-	u.mu.Lock()
-	u.servers = append(u.servers, srv)
-	u.mu.Unlock()
-	u.wg.Go(func() { _ = srv.Serve(&oneConn{c: c, done: make(chan struct{})}) })
 }
 
 func (u *upgrades) handle(w http.ResponseWriter, r *http.Request) {
@@ -212,16 +228,6 @@ func (u *upgrades) refusals() string {
 	}
 }
 
-// close stops the servers (hijacked connections belong to their sessions).
-func (u *upgrades) close() {
-	u.mu.Lock()
-	for _, srv := range u.servers {
-		_ = srv.Close()
-	}
-	u.mu.Unlock()
-	u.wg.Wait()
-}
-
 // statusWriter records the status of an HTTP answer (a refused resume).
 type statusWriter struct {
 	http.ResponseWriter
@@ -236,24 +242,22 @@ func (w *statusWriter) WriteHeader(code int) {
 // Unwrap lets http.ResponseController hijack the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// oneConn is a listener of one accepted connection: Accept returns it once,
-// then waits until Close.
-type oneConn struct {
-	c    net.Conn
-	once sync.Once
-	done chan struct{}
-	stop sync.Once
+// connQueue is a listener whose connections the runner accepted itself.
+type connQueue struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+	addr   net.Addr
 }
 
-func (l *oneConn) Accept() (net.Conn, error) {
-	var c net.Conn
-	l.once.Do(func() { c = l.c })
-	if c != nil {
+func (q *connQueue) Accept() (net.Conn, error) {
+	select {
+	case c := <-q.conns:
 		return c, nil
+	case <-q.closed:
+		return nil, net.ErrClosed
 	}
-	<-l.done
-	return nil, net.ErrClosed
 }
 
-func (l *oneConn) Close() error   { l.stop.Do(func() { close(l.done) }); return nil }
-func (l *oneConn) Addr() net.Addr { return l.c.LocalAddr() }
+func (q *connQueue) Close() error   { q.once.Do(func() { close(q.closed) }); return nil }
+func (q *connQueue) Addr() net.Addr { return q.addr }
