@@ -59,7 +59,7 @@ export interface SessionOptions extends Partial<Omit<Settings, "features">> {
   stallTimeoutMs?: number;
   /**
    * End the session with STALL_TIMEOUT when the WebSocket's send buffer
-   * (bufferedAmount) has not shrunk for this long (9.6: a write to the
+   * (bufferedAmount) has let no byte out for this long (9.6: a write to the
    * connection made no progress; default 30000 ms; 0: never).
    */
   writeTimeoutMs?: number;
