@@ -6,16 +6,16 @@ import (
 	"testing"
 )
 
-// TestResetEndsBothSides: bytes pass through; after Cut the client's
-// Read fails and the target sees its connection end; new connections are
-// accepted until StopAccepting.
-func TestCutEndsBothSides(t *testing.T) {
+// echoTarget starts a TCP server that echoes every connection until it
+// ends, then sends how it ended to ended (if not nil); it returns its
+// address.
+func echoTarget(t *testing.T, ended chan<- error) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	ended := make(chan error, 2)
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -24,12 +24,22 @@ func TestCutEndsBothSides(t *testing.T) {
 			}
 			go func() {
 				_, err := io.Copy(c, c) // echo until the proxy resets us
-				ended <- err
+				if ended != nil {
+					ended <- err
+				}
 				_ = c.Close()
 			}()
 		}
 	}()
-	p, err := Listen(ln.Addr().String())
+	return ln.Addr().String()
+}
+
+// TestResetEndsBothSides: bytes pass through; after Cut the client's
+// Read fails and the target sees its connection end; new connections are
+// accepted until StopAccepting.
+func TestCutEndsBothSides(t *testing.T) {
+	ended := make(chan error, 2)
+	p, err := Listen(echoTarget(t, ended))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,24 +83,7 @@ func TestCutEndsBothSides(t *testing.T) {
 // same offset and the last cut counted twice (1 run of 200 of this test;
 // TestForwardResumesAfterCuts saw "4 cuts, want 3" in CI).
 func TestCutEveryCountsOnce(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				_, _ = io.Copy(c, c)
-				_ = c.Close()
-			}()
-		}
-	}()
-	p, err := Listen(ln.Addr().String())
+	p, err := Listen(echoTarget(t, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
