@@ -54,13 +54,13 @@ func TestConformanceTSClient(t *testing.T) {
 	if sum.Pass < 70 {
 		t.Errorf("%d checks passed, want at least 70:\n%s", sum.Pass, report.String())
 	}
-	resumeSkipped(t, sum, "resume-client-offers", 2, "the client does not negotiate RESUME")
+	resumeSkipped(t, sum, 2, "the client does not negotiate RESUME")
 }
 
 // resumeSkipped checks that every resumption check ran (want of them) and
 // was SKIP, the first one with the reason given (the TS peers do not offer
 // RESUME: a browser cannot send the resume headers).
-func resumeSkipped(t *testing.T, sum *wireconf.Summary, first string, want int, why string) {
+func resumeSkipped(t *testing.T, sum *wireconf.Summary, want int, why string) {
 	t.Helper()
 	n := 0
 	for _, r := range sum.Results {
@@ -71,7 +71,7 @@ func resumeSkipped(t *testing.T, sum *wireconf.Summary, first string, want int, 
 		if r.Status != "SKIP" {
 			t.Errorf("%s: %s (%s), want SKIP", r.Name, r.Status, r.Detail)
 		}
-		if r.Name == first && !strings.Contains(r.Detail, why) {
+		if n == 1 && !strings.Contains(r.Detail, why) {
 			t.Errorf("%s: SKIP reason %q, want %q", r.Name, r.Detail, why)
 		}
 	}
@@ -118,5 +118,5 @@ func TestConformanceTSServer(t *testing.T) {
 	if sum.Fail > 0 || sum.Pass < 70 {
 		t.Errorf("%d checks passed, want at least 70:\n%s", sum.Pass, report.String())
 	}
-	resumeSkipped(t, sum, "resume-negotiated", 4, "the peer does not negotiate RESUME")
+	resumeSkipped(t, sum, 4, "the peer does not negotiate RESUME")
 }
