@@ -309,9 +309,9 @@ func (s *Session) writeLoop() {
 }
 
 // writeBatch writes the batch b with the DATA runs spliced into it (the
-// engine's Spliced; sendMu held, s.mu not held), then counts it and signals the ACKs it
-// carried. dead and closeBy are the session's
-// state when b was laid out.
+// engine's Spliced; sendMu held, s.mu not held), signals the ACKs it
+// carried and counts it. dead and closeBy are the session's state when b
+// was laid out.
 func (s *Session) writeBatch(b []byte, dead bool, closeBy time.Duration) error {
 	// The deadline is refreshed only when less than 3/4 of WriteTimeout
 	// is left: a write always gets at least that long, and steady state
@@ -328,18 +328,22 @@ func (s *Session) writeBatch(b []byte, dead bool, closeBy time.Duration) error {
 	segs, n := s.e.Spliced()
 	err := s.wsc.WriteMessageSegments(b, segs)
 	s.e.ReleaseSpliced()
-	if err != nil {
-		return err
-	}
-	s.stats.MessagesOut.Add(1)
-	s.stats.BytesOut.Add(uint64(len(b) - wsio.HeaderRoom + n))
 	if len(s.acks) > 0 {
+		// The ACKs are out whether the write succeeded or not: a
+		// resumable session retained the batch and replays it, in order,
+		// before anything laid out later; any other session ends, which
+		// closes Accepted too.
 		s.mu.Lock()
 		s.e.AcksWritten(s.acks)
 		s.unlock()
 		clear(s.acks)
 		s.acks = s.acks[:0]
 	}
+	if err != nil {
+		return err
+	}
+	s.stats.MessagesOut.Add(1)
+	s.stats.BytesOut.Add(uint64(len(b) - wsio.HeaderRoom + n))
 	return nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -65,5 +67,65 @@ func TestResumeDirectWriteFailure(t *testing.T) {
 	cs := s.Stats()
 	if cs.Suspends != uint64(attempts) || cs.Resumes != cs.Suspends || cs.ResumeFailures != 0 {
 		t.Fatalf("%d attempts: %d suspensions, %d resumes, %d failures", attempts, cs.Suspends, cs.Resumes, cs.ResumeFailures)
+	}
+}
+
+// TestResumeAckInFailedBatch: the batch that carries a stream's HEADERS
+// ACK meets the dropped connection. The ACK is retained and goes out with
+// the replay after the resume, so Accepted, which waits for the ACK to be
+// written, must close: it stayed open for good, and a tunnel server that
+// waited for it before sending stalled (TestForwardResumesAfterCuts hung
+// about 1 run in 60 under load).
+func TestResumeAckInFailedBatch(t *testing.T) {
+	scfg := DefaultConfig()
+	scfg.Resume, scfg.ResumeRegistry = true, &ResumeRegistry{}
+	sessions := make(chan *Session, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s, err := Upgrade(w, r, scfg); err == nil {
+			sessions <- s
+		}
+	}))
+	defer srv.Close()
+	var armed atomic.Bool
+	var direct atomic.Int32
+	ccfg := DefaultConfig()
+	ccfg.Resume = true
+	d := Dialer{Config: ccfg, NetDial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &failingConn{Conn: c, armed: &armed, direct: &direct}, nil
+	}}
+	cs, err := d.Dial(context.Background(), "ws://"+strings.TrimPrefix(srv.URL, "http://")+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	ss := <-sessions
+	defer ss.Close()
+	if _, err := cs.Ping(context.Background()); err != nil { // the client's preface is out
+		t.Fatal(err)
+	}
+	armed.Store(true) // the client's next write, the batch with the ACK, fails
+	opened := make(chan error, 1)
+	go func() {
+		_, err := ss.Open(context.Background(), nil) // returns once the ACK came (after the resume)
+		opened <- err
+	}()
+	st, err := cs.AcceptStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-opened; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-st.Accepted():
+	default:
+		t.Fatal("the peer has the ACK, but Accepted is still open")
+	}
+	if st := cs.Stats(); st.Suspends != 1 || st.Resumes != 1 {
+		t.Fatalf("%d suspensions, %d resumes, want 1 and 1", st.Suspends, st.Resumes)
 	}
 }
