@@ -18,7 +18,7 @@ const (
 	FrameSizeError   ErrorCode = 0x6  // a frame longer or shorter than its type allows
 	RefusedStream    ErrorCode = 0x7  // the stream was not processed; safe to retry
 	Cancel           ErrorCode = 0x8  // the stream is no longer needed
-	ConnectError     ErrorCode = 0xA  // a tunnelled connection failed (port-forward)
+	ConnectError     ErrorCode = 0xA  // a tunnelled connection failed (port-forward), or a lost session's was refused again
 	EnhanceYourCalm  ErrorCode = 0xB  // the peer exceeded an abuse budget
 	StreamLimit      ErrorCode = 0x10 // a stream opened beyond the granted credit
 	HeaderTooLarge   ErrorCode = 0x11 // a header block over its limits

@@ -270,6 +270,11 @@ func TestResumeServerRestarted(t *testing.T) {
 		t.Fatalf("Read: %v, want ErrResumeRefused", err)
 	}
 	<-c.Done()
+	// The end names what happened and what to do, not a local fault.
+	var se *SessionError
+	if err := c.Err(); !errors.As(err, &se) || se.Code != frame.ConnectError || strings.Contains(err.Error(), "INTERNAL_ERROR") || !strings.Contains(err.Error(), "open a new one") {
+		t.Fatalf("session ended with %v, want CONNECT_ERROR and ErrResumeRefused's advice", err)
+	}
 	if st := c.Stats(); st.ResumeFailures != 1 {
 		t.Fatalf("%d resume failures", st.ResumeFailures)
 	}

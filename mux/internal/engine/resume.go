@@ -472,5 +472,8 @@ func (e *Engine) AbandonResume(err error) {
 		e.flushing = false
 		return
 	}
-	e.die(&SessionError{Code: frame.InternalError, Remote: true, Err: err}, false, false)
+	// CONNECT_ERROR, not INTERNAL_ERROR: nothing failed here, the lost
+	// connection could not be made again (the server refused, or answered
+	// wrongly). Never sent: there is no connection to send it on.
+	e.die(&SessionError{Code: frame.ConnectError, Remote: true, Err: err}, false, false)
 }
