@@ -140,9 +140,10 @@ type Forwarder struct {
 	// their end (no new ones), then the session closes itself.
 	retired map[*mux.Session]struct{}
 
-	conns sync.WaitGroup
-	cmu   sync.Mutex
-	live  map[net.Conn]struct{}
+	conns    sync.WaitGroup
+	watching sync.WaitGroup // the sessions' watch goroutines
+	cmu      sync.Mutex
+	live     map[net.Conn]struct{}
 }
 
 // WebSocketURL turns an http(s)/ws(s) server URL into the ws(s) URL of
@@ -238,12 +239,14 @@ func (f *Forwarder) session(ctx context.Context) (*mux.Session, error) {
 	}
 	f.log.Info("tunnel: connected", "server", f.url)
 	f.sess = s
+	f.watching.Add(1)
 	go f.watch(s)
 	return s, nil
 }
 
 // watch logs how a session ended and forgets it.
 func (f *Forwarder) watch(s *mux.Session) {
+	defer f.watching.Done()
 	select {
 	case <-s.GoAwayReceived():
 		f.retire(s) // logs it; the running connections go on
@@ -325,6 +328,7 @@ func (f *Forwarder) Close() {
 	if s != nil {
 		_ = s.Close()
 	}
+	f.watching.Wait() // the session's end is logged before Close returns
 }
 
 func (f *Forwarder) closeListeners() {
@@ -387,6 +391,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	for _, s := range sessions {
 		_ = s.Close()
 	}
+	f.watching.Wait() // every session's end is logged before Run returns
 	return aborted
 }
 
