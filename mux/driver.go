@@ -481,15 +481,7 @@ func (s *Session) finish(writeFailed bool) {
 	}
 	_ = s.conn.Close()
 	<-s.readerDone
-	if s.res != nil {
-		s.mu.Lock()
-		reg := s.res.reg
-		s.res.reg = nil // Upgrade registers nothing after this
-		s.unlock()
-		if reg != nil {
-			reg.forget(s)
-		}
-	}
+	s.unregister()
 	// A resume that waits for sendMu (attach) now finds the connection
 	// closed and gives up; a direct write cannot start (the writer is not
 	// parked).

@@ -39,9 +39,9 @@ const (
 	// Reads and Writes block the application's goroutines as with the
 	// other drivers. It serves plain TCP and Unix sockets on Linux; other
 	// connections (TLS, whose crypto/tls buffers decrypted bytes the
-	// poller cannot see; pipes; wrappers), other systems and resumable
-	// sessions (Config.Resume: the registration cannot move to a new
-	// connection) get DriverFastPaths.
+	// poller cannot see; pipes; wrappers) and other systems get
+	// DriverFastPaths. A resumable session (Config.Resume) moves its
+	// registration to the connection each resume brings.
 	DriverEventLoop
 )
 

@@ -47,6 +47,8 @@ const (
 	evTimer                     // the session's timer fired
 	evKill                      // Close closed the connection
 	evHup                       // the peer closed its end or the connection failed
+	evLost                      // the session suspended (evloop_resume.go)
+	evResume                    // a resume brought a new connection (evloop_resume.go)
 )
 
 // Budgets of one run, after which a busy session goes to the back of the
@@ -123,6 +125,8 @@ type evConn struct {
 	finished     bool
 	hup          bool  // evHup came: read until EOF or an error, not only until a short read
 	fedSmall     bool  // this turn fed the engine a small message (see Run)
+	detached     bool  // suspended: no connection registered (evloop_resume.go)
+	readerOpen   bool  // s.readerDone is still to be closed for this connection
 	pongDue      bool  // a ping's payload waits in cb.pong to be answered
 	pongLen      uint8 // its length
 	parser       wsnb.Parser
@@ -135,6 +139,7 @@ type evConn struct {
 	cb           *evCtl // control frames' buffers, held only while one is due or being written
 	vec          *evVec // the pieces of a batch with spliced DATA still to write (instead of out)
 	lingerBy     time.Duration
+	next         *evNext // s.mu: the connection a resume brought, for the worker to take
 }
 
 // evCtl holds the control frames (pong, close) a session writes, taken
@@ -173,9 +178,10 @@ func (c *evConn) putCtl() {
 	}
 }
 
-// startEventLoop registers the session's connection with the event loop
-// (NewSession, for DriverEventLoop). br's buffered bytes are read first.
-func (s *Session) startEventLoop(br *bufio.Reader, client bool) error {
+// startEventLoop registers the session's connection conn with the event
+// loop (NewSession, for DriverEventLoop). br's buffered bytes are read
+// first.
+func (s *Session) startEventLoop(conn net.Conn, br *bufio.Reader, client bool) error {
 	loop, err := defaultLoop()
 	if err != nil {
 		return err
@@ -189,9 +195,13 @@ func (s *Session) startEventLoop(br *bufio.Reader, client bool) error {
 	}
 	c.timer.Init(loop.wheel, c.onTimer)
 	s.ev = c
-	if err := loop.poller.Add(&c.reg, s.conn, c); err != nil {
+	if err := loop.poller.Add(&c.reg, conn, c); err != nil {
 		s.ev = nil // NewSession falls back to a goroutine driver; nothing ran
 		return err
+	}
+	if s.res != nil {
+		s.readerDone = make(chan struct{}) // closed when the worker leaves conn
+		c.readerOpen = true
 	}
 	c.signal(evRead | evWake)
 	return nil
@@ -281,6 +291,16 @@ func (c *evConn) step(bits uint32) uint32 {
 		c.finish()
 		return 0
 	}
+	if bits&evLost != 0 && !c.detached {
+		c.leaveIfSuspended() // another goroutine suspended the session
+	}
+	if c.detached {
+		if !c.reattach() {
+			c.whileSuspended()
+			return 0
+		}
+		bits |= evRead // edge-triggered: what came before the registration counts
+	}
 	var redo uint32
 	if bits&evHup != 0 {
 		c.hup = true
@@ -288,11 +308,14 @@ func (c *evConn) step(bits uint32) uint32 {
 	if bits&evRead != 0 || c.pre != nil {
 		redo |= c.read()
 	}
-	if !c.finished {
+	if !c.finished && !c.detached {
 		redo |= c.write()
 	}
-	if !c.finished {
+	if !c.finished && !c.detached {
 		c.setTimer()
+	}
+	if c.detached && !c.finished {
+		c.whileSuspended()
 	}
 	return redo
 }
@@ -385,6 +408,12 @@ func (c *evConn) consume(b []byte) {
 	}
 	if locked {
 		s.unlock()
+		if s.res != nil {
+			s.confirmed() // the first message after a resume retires its token
+		}
+	}
+	if c.detached {
+		return // the parser was reset with the connection
 	}
 	if p := c.parser.Partial(); p && !c.wasPartial {
 		c.partialSince = s.now()
@@ -398,6 +427,9 @@ func (c *evConn) consume(b []byte) {
 // peer's close or a violation).
 func (c *evConn) readEnd(err error) {
 	c.readDone = true
+	if c.suspendOn(err) {
+		return
+	}
 	if errors.Is(err, io.EOF) && c.parser.Partial() {
 		err = io.ErrUnexpectedEOF
 	}
@@ -454,8 +486,13 @@ func (c *evConn) write() uint32 {
 			b = e.AppendPreface(b, now)
 			c.started = true
 		}
-		e.SetPartial(c.partialSince, c.wasPartial)
-		e.Tick(now)
+		if c.tick(now) {
+			s.unlock()
+			*bp = b[:0]
+			pool.PutBatch(bp)
+			c.detach()
+			return 0
+		}
 		b = e.AppendBatch(b, now)
 		s.acks = e.TakeAcked(s.acks[:0])
 		finished := e.Err() != nil && e.FlushDone()
@@ -564,9 +601,21 @@ func (c *evConn) releaseOut() {
 
 // writeError ends the session after a failed or stalled write.
 func (c *evConn) writeError(code frame.ErrorCode, err error) {
-	c.writeFailed = true
-	c.releaseOut()
 	s := c.s
+	if c.outBatch && len(s.acks) > 0 {
+		// Out as far as the engine is concerned: a resumable session
+		// retained the batch and replays it first; any other ends.
+		s.mu.Lock()
+		s.e.AcksWritten(s.acks)
+		s.unlock()
+		clear(s.acks)
+		s.acks = s.acks[:0]
+	}
+	c.releaseOut()
+	if c.suspendOn(err) {
+		return
+	}
+	c.writeFailed = true
 	s.mu.Lock()
 	s.e.WriteFailed(code, err)
 	s.unlock()
@@ -638,9 +687,10 @@ func (c *evConn) setTimer() {
 	s, e := c.s, c.s.e
 	s.mu.Lock()
 	now := s.now()
-	if c.blocked || c.lingering {
-		e.SetPartial(c.partialSince, c.wasPartial)
-		e.Tick(now) // a timer may have fired with no batch to write
+	if (c.blocked || c.lingering) && c.tick(now) { // a timer may have fired with no batch to write
+		s.unlock()
+		c.detach()
+		return
 	}
 	wait := e.NextTimer(now)
 	dead := e.Err() != nil
@@ -703,6 +753,8 @@ func (c *evConn) finish() {
 		s.e.ReadFailed(net.ErrClosed)
 	}
 	s.unlock()
+	c.closeReader()
+	s.unregister()
 	close(s.done)
 }
 

@@ -19,8 +19,8 @@ import (
 	"github.com/wsmux/wsmux/mux/internal/wsio"
 )
 
-// Session resumption (docs/spec/wsmux-resume-v1.md), over the goroutine
-// driver and the fast paths: when the connection drops, the session is
+// Session resumption (docs/spec/wsmux-resume-v1.md), over every driver
+// (the event loop's part is in evloop_resume.go): when the connection drops, the session is
 // suspended (the engine keeps every stream), the client redials with its
 // token and its received count, the server's ResumeRegistry hands the new
 // connection to the suspended session, and both replay what the other
@@ -142,6 +142,9 @@ func (s *Session) lost(now time.Duration, err error) bool {
 		s.postResumeEvent(ResumeEvent{Suspended: true, Err: err})
 	}
 	r.sc.drop()
+	if s.ev != nil {
+		s.ev.signal(evLost) // its worker leaves the connection
+	}
 	if r.reg != nil {
 		r.reg.suspend(s)
 	}
@@ -150,6 +153,21 @@ func (s *Session) lost(now time.Duration, err error) bool {
 		go s.redialLoop()
 	}
 	return true
+}
+
+// unregister forgets the ended session in its ResumeRegistry (its driver,
+// once the connection is closed).
+func (s *Session) unregister() {
+	if s.res == nil {
+		return
+	}
+	s.mu.Lock()
+	reg := s.res.reg
+	s.res.reg = nil // Upgrade registers nothing after this
+	s.unlock()
+	if reg != nil {
+		reg.forget(s)
+	}
 }
 
 // redialLoop redials until the session resumes, the server refuses, or the
@@ -262,6 +280,16 @@ func (s *Session) attach(conn net.Conn, br *bufio.Reader, peer uint64) error {
 	// for the writer goroutine; if the writer had not taken it yet, it
 	// would suspend the session again on this connection (sendMu held).
 	s.directErr = nil
+	if s.ev != nil {
+		s.attachEventLoop(conn, br)
+		if r.reg != nil {
+			r.reg.unsuspend(s)
+		}
+		s.postResumeEvent(ResumeEvent{})
+		s.unlock()
+		s.ev.signal(evResume)
+		return nil
+	}
 	s.wsc = wsio.New(conn, br, s.client, s.cfg.MaxMessageSize)
 	s.leadOK = s.directWrites && wsio.Interruptible(conn)
 	s.wsc.SetNotify(s.wakeWriter)

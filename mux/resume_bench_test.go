@@ -14,7 +14,8 @@ import (
 // BenchmarkResumeBulk1 is the cost of resumption on a bulk transfer over
 // loopback TCP (Dial and Upgrade; per op, one stream carries 16 MiB
 // client to server in 32 KiB Writes and the op ends when the server read
-// all of it), on the default fast paths and on the goroutine driver.
+// all of it), on the default fast paths, the goroutine driver and the
+// event loop.
 // resume=on retains every batch until acknowledged and sends RECEIVED
 // frames back; on against off on the same driver is the price of
 // resumption. Besides MB/s it reports the CPU of both ends per MiB
@@ -29,6 +30,8 @@ func BenchmarkResumeBulk1(b *testing.B) {
 		{"resume=on/driver=fastpaths", true, DriverFastPaths},
 		{"resume=off/driver=goroutines", false, DriverGoroutines},
 		{"resume=on/driver=goroutines", true, DriverGoroutines},
+		{"resume=off/driver=eventloop", false, DriverEventLoop},
+		{"resume=on/driver=eventloop", true, DriverEventLoop},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg := DefaultConfig()

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,14 +45,14 @@ func faultSeed(t *testing.T) uint64 {
 // them in time may differ).
 //
 // It runs on the default driver (the fast paths: direct writes, leader
-// reads) and on the goroutine driver. The full size (64 x 16 MiB each way)
+// reads), on the goroutine driver and on the event loop. The full size (64 x 16 MiB each way)
 // runs in the non-race pass of make test; under -race, 8 x 1 MiB.
 func TestResumeFaultInjection(t *testing.T) {
 	streams, size := 64, 16<<20
 	if raceEnabled || testing.Short() {
 		streams, size = 8, 1<<20
 	}
-	for _, drv := range []Driver{DriverFastPaths, DriverGoroutines} {
+	for _, drv := range []Driver{DriverFastPaths, DriverGoroutines, DriverEventLoop} {
 		t.Run(drv.String(), func(t *testing.T) { runFaultInjection(t, streams, size, drv) })
 	}
 }
@@ -117,6 +118,10 @@ func runFaultInjection(t *testing.T, streams, size int, drv Driver) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	onLoop := drv == DriverEventLoop && runtime.GOOS == "linux" // TCP: the poller takes it
+	if (s.ev != nil) != onLoop {
+		t.Fatalf("client on the event loop: %v, want %v", s.ev != nil, onLoop)
+	}
 	began := time.Now()
 	proxy.setPlan(plan) // the first session's handshake is not resumable
 
@@ -215,6 +220,9 @@ func runFaultInjection(t *testing.T, streams, size int, drv Driver) {
 	slices.Sort(echoRTT)
 	cs := s.Stats()
 	ss := <-serverSession
+	if (ss.ev != nil) != onLoop {
+		t.Fatalf("server on the event loop: %v, want %v", ss.ev != nil, onLoop)
+	}
 	sst := ss.Stats()
 	t.Logf("%d streams x %d MiB each way in %v: %d MiB moved, %d mismatches; %d cuts survived (%d any-byte, %d ws-header, %d mid-message, %d in a resume handshake); client %d suspensions / %d resumes, server %d / %d; stall per cut p50 %v p99 %v max %v; %d echoes, RTT p50 %v p99 %v",
 		streams, size>>20, elapsed.Round(time.Millisecond), 2*streams*size>>20, mismatches,

@@ -106,11 +106,7 @@ func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Ses
 	drv := cfg.Driver.resolve()
 	if cfg.Resume {
 		// The connection changes on resume: deadlines and Close follow
-		// the one in use. The event loop's registration does not move
-		// to a new descriptor: resumable sessions get the fast paths.
-		if drv == DriverEventLoop {
-			drv = DriverFastPaths
-		}
+		// the one in use.
 		s.res = &resumer{sc: &swapConn{c: conn}}
 		s.conn = s.res.sc
 	}
@@ -120,7 +116,7 @@ func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Ses
 	ecfg.Splice = (fast || evloop) && wsio.Vectored(conn)
 	ecfg.NewStream = s.newStream
 	s.e = engine.New(ecfg, client, &s.stats, 0)
-	if evloop && s.startEventLoop(br, client) == nil {
+	if evloop && s.startEventLoop(conn, br, client) == nil {
 		return s, nil
 	}
 	s.wakeCh = make(chan struct{}, 1)
