@@ -328,23 +328,29 @@ func (s *Session) writeBatch(b []byte, dead bool, closeBy time.Duration) error {
 	segs, n := s.e.Spliced()
 	err := s.wsc.WriteMessageSegments(b, segs)
 	s.e.ReleaseSpliced()
-	if len(s.acks) > 0 {
-		// The ACKs are out whether the write succeeded or not: a
-		// resumable session retained the batch and replays it, in order,
-		// before anything laid out later; any other session ends, which
-		// closes Accepted too.
-		s.mu.Lock()
-		s.e.AcksWritten(s.acks)
-		s.unlock()
-		clear(s.acks)
-		s.acks = s.acks[:0]
-	}
+	s.acksOut() // whether the write succeeded or not
 	if err != nil {
 		return err
 	}
 	s.stats.MessagesOut.Add(1)
 	s.stats.BytesOut.Add(uint64(len(b) - wsio.HeaderRoom + n))
 	return nil
+}
+
+// acksOut tells the engine that the ACKs of the batch just written (s.acks)
+// are out (s.mu not held). They count as out even when the write failed:
+// a resumable session retained the batch and replays it, in order, before
+// anything laid out later; any other session ends, which closes Accepted
+// too.
+func (s *Session) acksOut() {
+	if len(s.acks) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.e.AcksWritten(s.acks)
+	s.unlock()
+	clear(s.acks)
+	s.acks = s.acks[:0]
 }
 
 // writeError ends the session after a failed write (writer goroutine,
@@ -444,18 +450,9 @@ func (s *Session) writeOwnBatch(bp *[]byte, b []byte) {
 // closes the connection (writer goroutine).
 func (s *Session) finish(writeFailed bool) {
 	s.mu.Lock()
-	e := s.e
-	serr := e.Err()
-	code := wsCloseCode(serr)
-	if st := e.CloseStatus(); st != 0 {
-		code = ws.StatusCode(st)
-	}
-	peerClosed := e.ClosedByPeer()
-	reason := ""
-	if serr.Err != nil && !serr.Remote {
-		reason = engine.TruncText(serr.Err.Error(), 120)
-	}
-	closeBy := e.CloseBy()
+	code, reason := s.closeStatus()
+	peerClosed := s.e.ClosedByPeer()
+	closeBy := s.e.CloseBy()
 	s.unlock()
 	if !writeFailed {
 		linger := time.Now().Add(min(closeLinger, s.cfg.CloseTimeout))
@@ -487,6 +484,22 @@ func (s *Session) finish(writeFailed bool) {
 	// parked).
 	s.sendMu.Unlock()
 	close(s.done)
+}
+
+// closeStatus returns the WebSocket close status and reason that end the
+// ended session (s.mu held): a local error's text goes to the peer, cut
+// to fit a close frame.
+func (s *Session) closeStatus() (ws.StatusCode, string) {
+	serr := s.e.Err()
+	code := wsCloseCode(serr)
+	if st := s.e.CloseStatus(); st != 0 {
+		code = ws.StatusCode(st)
+	}
+	reason := ""
+	if serr.Err != nil && !serr.Remote {
+		reason = engine.TruncText(serr.Err.Error(), 120)
+	}
+	return code, reason
 }
 
 // wsCloseCode maps a session error to a WebSocket close status.

@@ -6,7 +6,6 @@ import (
 	"github.com/gobwas/ws"
 
 	"github.com/wsmux/wsmux/frame"
-	"github.com/wsmux/wsmux/mux/internal/engine"
 	"github.com/wsmux/wsmux/mux/internal/netpoll"
 	"github.com/wsmux/wsmux/mux/internal/pool"
 	"github.com/wsmux/wsmux/mux/internal/wsio"
@@ -118,13 +117,7 @@ func (c *evConn) flush() bool {
 	if c.outBatch {
 		s.stats.MessagesOut.Add(1)
 		s.stats.BytesOut.Add(uint64(c.outLen))
-		if len(s.acks) > 0 {
-			s.mu.Lock()
-			s.e.AcksWritten(s.acks)
-			s.unlock()
-			clear(s.acks)
-			s.acks = s.acks[:0]
-		}
+		s.acksOut()
 	}
 	c.releaseOut()
 	c.putCtl()
@@ -172,14 +165,8 @@ func (c *evConn) releaseOut() {
 // writeError ends the session after a failed or stalled write.
 func (c *evConn) writeError(code frame.ErrorCode, err error) {
 	s := c.s
-	if c.outBatch && len(s.acks) > 0 {
-		// Out as far as the engine is concerned: a resumable session
-		// retained the batch and replays it first; any other ends.
-		s.mu.Lock()
-		s.e.AcksWritten(s.acks)
-		s.unlock()
-		clear(s.acks)
-		s.acks = s.acks[:0]
+	if c.outBatch {
+		s.acksOut()
 	}
 	c.releaseOut()
 	if c.suspendOn(err) {
@@ -221,17 +208,8 @@ func (c *evConn) queueControl() {
 func (c *evConn) startClose() {
 	s := c.s
 	s.mu.Lock()
-	e := s.e
-	serr := e.Err()
-	code := wsCloseCode(serr)
-	if st := e.CloseStatus(); st != 0 {
-		code = ws.StatusCode(st)
-	}
-	reason := ""
-	if serr.Err != nil && !serr.Remote {
-		reason = engine.TruncText(serr.Err.Error(), 120)
-	}
-	closeBy := e.CloseBy()
+	code, reason := s.closeStatus()
+	closeBy := s.e.CloseBy()
 	now := s.now()
 	s.lingering = true
 	s.unlock()
