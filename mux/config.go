@@ -116,8 +116,9 @@ type Config struct {
 	// when both sides set it, a dropped connection suspends the session
 	// instead of ending it, the client redials (Dialer.Dial sessions) and
 	// both replay what the other did not receive. A resumable session
-	// runs on the driver Driver selects, but DriverEventLoop gives it
-	// DriverFastPaths. A server also needs ResumeRegistry.
+	// runs on the driver Driver selects, the event loop included (a
+	// suspended one holds no goroutine there). A server also needs
+	// ResumeRegistry.
 	Resume bool
 	// ResumeTimeout bounds a suspension; default 30 s.
 	ResumeTimeout time.Duration
