@@ -2,8 +2,12 @@ package mux
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"net"
 	"time"
+
+	"github.com/wsmux/wsmux/mux/internal/netpoll"
 )
 
 // Resumption on the event loop (Config.Resume with DriverEventLoop). When
@@ -119,11 +123,26 @@ func (c *evConn) reattach() bool {
 	}
 	if err := evLoop.poller.Add(&c.reg, nx.conn, c); err != nil {
 		_ = nx.conn.Close()
+		if errors.Is(err, netpoll.ErrUnsupported) {
+			// Every resume would bring the same kind: end now rather
+			// than suspend again until the resume timeout.
+			err = fmt.Errorf("%w (%T)", errResumeNotPollable, nx.conn)
+			s.mu.Lock()
+			s.e.ReadFailed(err)
+			s.unlock()
+			c.readDone, c.detached = true, true
+			return false // whileSuspended finds the session ended and finishes
+		}
 		c.readEnd(err) // suspends again, or ends the session
 		return !c.detached
 	}
 	return true
 }
+
+// errResumeNotPollable ends an event-loop session whose resume brought a
+// connection the poller cannot serve (TLS terminated in this process, a
+// wrapper) while the first one was a plain socket.
+var errResumeNotPollable = errors.New("mux: the connection a resume brought cannot run on the event loop (it needs a plain TCP or Unix socket, as the session's first one was); start the session with DriverFastPaths")
 
 // whileSuspended runs the engine's timers of a suspended session (the
 // resume timeout) and ends the driver when the session ended meanwhile:

@@ -3,11 +3,14 @@ package mux
 import (
 	"context"
 	"crypto/rand"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -89,4 +92,39 @@ func TestEventLoopResumeHoldsNoGoroutine(t *testing.T) {
 	grown = runtime.NumGoroutine() - base
 	t.Logf("after a resume each: %d more goroutines", grown)
 	require.Less(t, grown, pairs/2, "resumed idle sessions hold goroutines")
+}
+
+// A resume whose connection the poller cannot serve (here a wrapper around
+// the TCP connection, as TLS terminated in the process would be) ends an
+// event-loop session at once with an error that says why and what to do,
+// instead of suspending again after every resume until the resume timeout.
+func TestEventLoopResumeNotPollable(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the event loop serves Linux sockets")
+	}
+	rs := newResumeServer(t, &ResumeRegistry{}, func(c *Config) { c.Driver = DriverEventLoop })
+	var dials atomic.Int32
+	cfg := evCfg(nil)
+	cfg.Resume = true
+	cfg.ResumeTimeout = time.Hour // only the error may end it
+	d := Dialer{Config: cfg, NetDial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var nd net.Dialer
+		c, err := nd.DialContext(ctx, network, addr)
+		if err != nil || dials.Add(1) == 1 {
+			return c, err
+		}
+		return struct{ net.Conn }{c}, nil // the resumes: not a plain socket
+	}}
+	c, err := d.Dial(context.Background(), "ws://"+rs.host()+"/")
+	require.NoError(t, err)
+	defer c.Close()
+	require.NotNil(t, c.ev, "client on the event loop")
+	resumeEcho(t, c, "before")
+	ss := <-rs.sessions
+	defer ss.Close() // it resumed, then lost the client for good: suspended
+	ss.res.sc.drop()
+	<-c.Done()
+	require.ErrorIs(t, c.Err(), errResumeNotPollable)
+	require.Contains(t, c.Err().Error(), "DriverFastPaths")
+	require.Equal(t, int32(2), dials.Load(), "one resume, no retry")
 }
