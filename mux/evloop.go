@@ -46,7 +46,6 @@ const (
 	evKill                      // Close closed the connection
 	evHup                       // the peer closed its end or the connection failed
 	evLost                      // the session suspended (evloop_resume.go)
-	evResume                    // a resume brought a new connection (evloop_resume.go)
 )
 
 // Budgets of one run, after which a busy session goes to the back of the
@@ -124,7 +123,6 @@ type evConn struct {
 	hup          bool  // evHup came: read until EOF or an error, not only until a short read
 	fedSmall     bool  // this turn fed the engine a small message (see Run)
 	detached     bool  // suspended: no connection registered (evloop_resume.go)
-	readerOpen   bool  // s.readerDone is still to be closed for this connection
 	pongDue      bool  // a ping's payload waits in cb.pong to be answered
 	pongLen      uint8 // its length
 	parser       wsnb.Parser
@@ -186,11 +184,7 @@ func (s *Session) startEventLoop(conn net.Conn, br *bufio.Reader, client bool) e
 	}
 	c := &evConn{s: s, client: client}
 	c.parser.Init(client, s.cfg.MaxMessageSize)
-	if br != nil && br.Buffered() > 0 {
-		pre, _ := br.Peek(br.Buffered())
-		pre = append([]byte(nil), pre...)
-		c.pre = &pre
-	}
+	c.pre = handshakeBytes(br)
 	c.timer.Init(loop.wheel, c.onTimer)
 	s.ev = c
 	if err := loop.poller.Add(&c.reg, conn, c); err != nil {
@@ -199,7 +193,6 @@ func (s *Session) startEventLoop(conn net.Conn, br *bufio.Reader, client bool) e
 	}
 	if s.res != nil {
 		s.readerDone = make(chan struct{}) // closed when the worker leaves conn
-		c.readerOpen = true
 	}
 	c.signal(evRead | evWake)
 	return nil
@@ -487,11 +480,27 @@ func (c *evConn) setTimer() {
 		}
 		at(c.lingerBy - now)
 	}
+	c.armTimer(wait)
+}
+
+// armTimer sets the session's timer to fire after wait (< 0: never).
+func (c *evConn) armTimer(wait time.Duration) {
 	if wait < 0 {
 		c.timer.Stop()
 		return
 	}
 	c.timer.Reset(wait)
+}
+
+// handshakeBytes copies the bytes br (the handshake's reader, or nil) had
+// buffered past the 101, for the session to read first; nil when none.
+func handshakeBytes(br *bufio.Reader) *[]byte {
+	if br == nil || br.Buffered() == 0 {
+		return nil
+	}
+	pre, _ := br.Peek(br.Buffered())
+	pre = append([]byte(nil), pre...)
+	return &pre
 }
 
 // errWriteStalled is the error of a write that made no progress for

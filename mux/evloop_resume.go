@@ -1,7 +1,6 @@
 package mux
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net"
@@ -18,14 +17,14 @@ import (
 // closed, which tells the resume under way that our received count is
 // final. A suspended session holds no registration and no goroutine; its
 // timer runs the resume timeout. attach hands the new connection over in
-// evConn.next and signals evResume; whichever goroutine runs the session's
-// next turn registers it and goes on reading and writing there.
+// evConn.next and wakes the session; whichever goroutine runs its next
+// turn registers the connection and goes on reading and writing there.
 
 // evNext is a connection a resume brought, with the bytes the handshake's
 // reader had buffered past the 101.
 type evNext struct {
 	conn net.Conn
-	pre  []byte
+	pre  *[]byte
 }
 
 // tick runs the engine's timers (s.mu held) and reports whether they
@@ -90,18 +89,20 @@ func (c *evConn) detach() {
 	c.closeReader()
 }
 
-// closeReader closes readerDone once per connection: nothing reads the
-// old connection any more, so the received count is final.
+// closeReader closes readerDone, once per connection (only the worker
+// closes it): nothing reads the old connection any more, so the received
+// count is final.
 func (c *evConn) closeReader() {
-	if !c.readerOpen {
+	s := c.s
+	if s.res == nil {
 		return
 	}
-	c.readerOpen = false
-	s := c.s
 	s.mu.Lock()
 	done := s.readerDone
 	s.unlock()
-	close(done)
+	if !isClosed(done) {
+		close(done)
+	}
 }
 
 // reattach registers the connection a resume brought, if one came, and
@@ -115,12 +116,8 @@ func (c *evConn) reattach() bool {
 	if nx == nil {
 		return false
 	}
-	c.parser.Init(c.client, s.cfg.MaxMessageSize)
-	c.readDone, c.detached, c.readerOpen = false, false, true
-	c.hup, c.blocked, c.wasPartial = false, false, false
-	if len(nx.pre) > 0 {
-		c.pre = &nx.pre
-	}
+	c.parser.Init(c.client, s.cfg.MaxMessageSize) // detach reset the rest
+	c.readDone, c.detached, c.pre = false, false, nx.pre
 	if err := evLoop.poller.Add(&c.reg, nx.conn, c); err != nil {
 		_ = nx.conn.Close()
 		if errors.Is(err, netpoll.ErrUnsupported) {
@@ -159,21 +156,5 @@ func (c *evConn) whileSuspended() {
 		c.finish()
 		return
 	}
-	if wait < 0 {
-		c.timer.Stop()
-		return
-	}
-	c.timer.Reset(wait)
-}
-
-// attachEventLoop hands conn, on which the session resumed, to the event
-// loop's worker (attach; s.mu held).
-func (s *Session) attachEventLoop(conn net.Conn, br *bufio.Reader) {
-	nx := &evNext{conn: conn}
-	if br != nil && br.Buffered() > 0 {
-		pre, _ := br.Peek(br.Buffered())
-		nx.pre = append([]byte(nil), pre...)
-	}
-	s.readerDone = make(chan struct{})
-	s.ev.next = nx
+	c.armTimer(wait)
 }

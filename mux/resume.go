@@ -20,11 +20,11 @@ import (
 )
 
 // Session resumption (docs/spec/wsmux-resume-v1.md), over every driver
-// (the event loop's part is in evloop_resume.go): when the connection drops, the session is
-// suspended (the engine keeps every stream), the client redials with its
-// token and its received count, the server's ResumeRegistry hands the new
-// connection to the suspended session, and both replay what the other
-// did not get.
+// (the event loop's part is in evloop_resume.go): when the connection
+// drops, the session is suspended (the engine keeps every stream), the
+// client redials with its token and its received count, the server's
+// ResumeRegistry hands the new connection to the suspended session, and
+// both replay what the other did not get.
 
 // Headers of the resume handshake.
 const (
@@ -280,27 +280,27 @@ func (s *Session) attach(conn net.Conn, br *bufio.Reader, peer uint64) error {
 	// for the writer goroutine; if the writer had not taken it yet, it
 	// would suspend the session again on this connection (sendMu held).
 	s.directErr = nil
-	if s.ev != nil {
-		s.attachEventLoop(conn, br)
-		if r.reg != nil {
-			r.reg.unsuspend(s)
-		}
-		s.postResumeEvent(ResumeEvent{})
-		s.unlock()
-		s.ev.signal(evResume)
-		return nil
-	}
-	s.wsc = wsio.New(conn, br, s.client, s.cfg.MaxMessageSize)
-	s.leadOK = s.directWrites && wsio.Interruptible(conn)
-	s.wsc.SetNotify(s.wakeWriter)
-	s.wsc.SetMessageHook(s.messageHook)
 	s.readerDone = make(chan struct{})
+	if s.ev != nil {
+		// The worker that runs the session's next turn registers it
+		// (evloop_resume.go).
+		s.ev.next = &evNext{conn: conn, pre: handshakeBytes(br)}
+	} else {
+		s.wsc = wsio.New(conn, br, s.client, s.cfg.MaxMessageSize)
+		s.leadOK = s.directWrites && wsio.Interruptible(conn)
+		s.wsc.SetNotify(s.wakeWriter)
+		s.wsc.SetMessageHook(s.messageHook)
+	}
 	if r.reg != nil {
 		r.reg.unsuspend(s)
 	}
 	s.postResumeEvent(ResumeEvent{})
 	s.unlock()
-	go s.readLoop()
+	if s.ev != nil {
+		s.ev.signal(evWake)
+	} else {
+		go s.readLoop()
+	}
 	return nil
 }
 

@@ -32,6 +32,17 @@ func (c *failingConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// failingDial is a Dialer.NetDial whose connections are failingConns.
+func failingDial(armed *atomic.Bool, direct *atomic.Int32) func(context.Context, string, string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &failingConn{Conn: c, armed: armed, direct: direct}, nil
+	}
+}
+
 // TestResumeDirectWriteFailure: on the fast paths a small Write that finds
 // the writer parked writes its own batch; when that write is the one that
 // meets the dropped connection, the session suspends and resumes as when
@@ -43,13 +54,7 @@ func TestResumeDirectWriteFailure(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Resume = true
 	cfg.Driver = DriverFastPaths
-	d := Dialer{Config: cfg, NetDial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &failingConn{Conn: c, armed: &armed, direct: &direct}, nil
-	}}
+	d := Dialer{Config: cfg, NetDial: failingDial(&armed, &direct)}
 	s, echo := dialEcho(t, &d, "ws://"+rs.host()+"/")
 	// After an echo the writer is parked but for rare scheduling: the
 	// armed failure then hits the writer goroutine instead, which
@@ -90,13 +95,7 @@ func TestResumeAckInFailedBatch(t *testing.T) {
 	var direct atomic.Int32
 	ccfg := DefaultConfig()
 	ccfg.Resume = true
-	d := Dialer{Config: ccfg, NetDial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &failingConn{Conn: c, armed: &armed, direct: &direct}, nil
-	}}
+	d := Dialer{Config: ccfg, NetDial: failingDial(&armed, &direct)}
 	cs, err := d.Dial(context.Background(), "ws://"+strings.TrimPrefix(srv.URL, "http://")+"/")
 	if err != nil {
 		t.Fatal(err)
