@@ -9,10 +9,16 @@ import "time"
 // latency for them, no throughput for it.
 //
 // Streams share the connection once DATA for two different streams
-// arrives within Gap of each other, and go on sharing it for Hold after
-// the last such pair. The cap is the bandwidth-delay product of a Rate
-// (bytes per second) path at the connection's minimum RTT, at least Floor.
-// Set the four fields before use; the zero value never caps.
+// arrives within Gap of each other, at least one of the two a latency-bound
+// stream's (Note's small: a keystroke, a request), and go on sharing it for
+// Hold after the last such pair. Streams that all move bulk are not capped:
+// waiting behind one another costs them nothing, and the cap would only
+// hold each of them to one window per credit round trip (docs/performance.md,
+// "Few bulk streams"); their bytes in flight are still bounded by the
+// session window, which the caller holds to SessionLimit(Cap) while
+// several streams receive (Mixed). The cap is the bandwidth-delay product
+// of a Rate (bytes per second) path at the connection's minimum RTT, at
+// least Floor. Set the four fields before use; the zero value never caps.
 //
 // SharedCap is not safe for concurrent use: the caller synchronises.
 type SharedCap struct {
@@ -20,17 +26,37 @@ type SharedCap struct {
 	Rate      float64 // bytes per second
 	Floor     uint32
 
-	lastID uint32        // the stream the last DATA was for...
-	lastAt time.Duration // ...and when
-	until  time.Duration // streams share the connection until then
+	lastID  uint32        // the stream the last DATA was for...
+	lastAt  time.Duration // ...and when
+	smallID uint32        // the stream the last small DATA was for...
+	smallAt time.Duration // ...and when
+	turnAt  time.Duration // when DATA last came for another stream than before
+	until   time.Duration // streams share the connection until then
 }
 
-// Note records DATA for stream id (non-zero) at now.
-func (s *SharedCap) Note(id uint32, now time.Duration) {
-	if s.lastID != id && s.lastID != 0 && now-s.lastAt < s.Gap {
+// Note records DATA for stream id (non-zero) at now. small says the stream
+// looks latency-bound (the caller's judgement, from the sizes of its
+// payloads); bulk DATA shares the connection only with a small stream's.
+func (s *SharedCap) Note(id uint32, small bool, now time.Duration) {
+	switch {
+	case small && s.lastID != id && s.lastID != 0 && now-s.lastAt < s.Gap:
+		s.until = now + s.Hold
+	case s.smallID != id && s.smallID != 0 && now-s.smallAt < s.Gap:
 		s.until = now + s.Hold
 	}
+	if s.lastID != id && s.lastID != 0 {
+		s.turnAt = now
+	}
 	s.lastID, s.lastAt = id, now
+	if small {
+		s.smallID, s.smallAt = id, now
+	}
+}
+
+// Mixed reports whether DATA came for different streams in turn within
+// the last d before now (any sizes): several streams are receiving.
+func (s *SharedCap) Mixed(now, d time.Duration) bool {
+	return s.turnAt != 0 && now-s.turnAt < d
 }
 
 // Shared reports whether streams share the connection at now.
@@ -55,7 +81,15 @@ func SessionLimit(streamLimit, floor uint32) uint32 {
 // connection's minimum RTT (0: not measured yet): the cap while streams
 // share the connection, else 0 (no limit).
 func (s *SharedCap) Limit(now, minRTT time.Duration) uint32 {
-	if !s.Shared(now) || minRTT <= 0 {
+	if !s.Shared(now) {
+		return 0
+	}
+	return s.Cap(minRTT)
+}
+
+// Cap returns the cap itself, shared or not (0 while minRTT is unknown).
+func (s *SharedCap) Cap(minRTT time.Duration) uint32 {
+	if minRTT <= 0 {
 		return 0
 	}
 	return uint32(min(max(s.Rate*minRTT.Seconds(), float64(s.Floor)), MaxWindow))

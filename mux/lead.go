@@ -39,6 +39,14 @@ import (
 // stream gives the token straight back, since its next Read will not need
 // the socket (bulk receivers).
 //
+// Nor does a Read lead while several streams receive (DATA for different
+// streams in turn within the engine's last few milliseconds): each leader
+// reads the others' messages too and passes the token on at every Read, so
+// the socket goes unread between one Read's return and the next one's
+// turn, while the reader goroutine would read on beside them. Two bulk
+// streams moved 41 % more with the token left to it (docs/performance.md,
+// "Few bulk streams").
+//
 // A leader waits for the next message in wsio.Conn.Wait, which consumes
 // nothing: something that must end the leader's Read (a reset, CloseRead,
 // a deadline being set, the session's end) sets a read deadline in the
@@ -80,7 +88,7 @@ var leadHook = func(s *Session, period time.Duration) {}
 
 // canLead reports whether a Read of st may take the token (s.mu held).
 func (s *Session) canLead(st *Stream) bool {
-	return s.leadOK && s.e.Err() == nil && !s.e.Suspended() && !s.lingering && !st.readDeadlineSet()
+	return s.leadOK && s.e.Err() == nil && !s.e.Suspended() && !s.lingering && !st.readDeadlineSet() && !s.e.ReceivingMany(s.now())
 }
 
 // takeLead gives the token to the waiting Read of st if it is free or was

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wsmux/wsmux/frame"
@@ -445,4 +446,76 @@ func TestLeaderIdleChecksBackOff(t *testing.T) {
 	cs.mu.Unlock()
 	_, err = ss.Open(context.Background(), nil)
 	require.NoError(t, err)
+}
+
+// While several streams receive at once, their Reads leave the socket to
+// the reader goroutine: a leader would pass the token from Read to Read,
+// the socket unread between them (docs/performance.md, "Few bulk
+// streams"). Every byte still arrives.
+func TestLeaderNotWhileManyReceive(t *testing.T) {
+	cs, ss := leaderPair(t, "tcp", nil, nil)
+	const streams, size, chunk = 2, 4 << 20, 32 << 10
+	var rs []*Stream
+	var ws []*Stream
+	for range streams {
+		w, r := openPair(t, cs, ss)
+		ws, rs = append(ws, w), append(rs, r)
+	}
+	// Count the leaders that wait on the socket from the first byte on.
+	events, stop := watchLead(ss)
+	done, leads := make(chan struct{}), make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case ev := <-events:
+				if ev.period == 0 {
+					n++
+				}
+			case <-done:
+				leads <- n
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	sums := make([][32]byte, streams)
+	got := make([][32]byte, streams)
+	data := make([][]byte, streams)
+	for i := range data {
+		data[i] = make([]byte, size)
+		rng := rand.New(rand.NewPCG(uint64(i), 7))
+		for j := range data[i] {
+			data[i][j] = byte(rng.Uint32())
+		}
+		sums[i] = sha256.Sum256(data[i])
+	}
+	for i := range streams {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for p := data[i]; len(p) > 0; p = p[chunk:] {
+				if _, err := ws[i].Write(p[:chunk]); !assert.NoError(t, err) {
+					return
+				}
+			}
+			assert.NoError(t, ws[i].CloseWrite())
+		}()
+		go func() {
+			defer wg.Done()
+			h := sha256.New()
+			_, err := io.CopyBuffer(h, rs[i], make([]byte, chunk))
+			assert.NoError(t, err)
+			copy(got[i][:], h.Sum(nil))
+		}()
+	}
+	wg.Wait()
+	stop()
+	close(done)
+	n := <-leads
+	require.Equal(t, sums, got, "every stream's bytes arrive")
+	in := ss.Stats().MessagesIn
+	t.Logf("%d leader waits, %d messages", n, in)
+	// The last stream to finish may lead once alone, as it should.
+	require.Less(t, uint64(n), in/2, "the reader goroutine reads the socket")
 }

@@ -84,6 +84,10 @@ const (
 	// larger): enough in flight for the bursts in which many readers drain
 	// the connection at once (docs/protocol-notes.md).
 	sharedSessionFloor = 4 << 20 // bytes
+
+	// Several streams are receiving (ReceivingMany) while DATA for
+	// different streams came in turn within manyWindow.
+	manyWindow = 10 * time.Millisecond
 )
 
 // The abuse budgets, for tests that cross them.

@@ -181,6 +181,51 @@ func TestCoreSharedWindowCap(t *testing.T) {
 	require.Greater(t, a.rx.Window(), uint32(DefaultInitialStreamWindow), "alone again, it grows again")
 }
 
+// TestCoreBulkStreamsNotCapped: streams that all receive full frames are
+// not capped however closely they interleave, and a bulk stream's small
+// payload (a Write's tail) among its full ones does not count as a
+// latency-bound stream's; a small payload on a stream that has had no
+// large one for shareGap does. The session window stays capped while
+// several streams receive, whatever they are. ReceivingMany tells the driver that several
+// streams are receiving, for manyWindow after DATA last changed streams.
+func TestCoreBulkStreamsNotCapped(t *testing.T) {
+	cfg := testConfig()
+	c := New(cfg, false, nil, 0)
+	a, b := acceptTwo(t, c)
+	c.srtt = 10 * time.Millisecond
+	c.minRTT = 100 * time.Microsecond
+	buf := make([]byte, 1<<20)
+	payload := make([]byte, cfg.MaxFramePayload)
+	feed := func(st *Stream, k int, now time.Duration) {
+		t.Helper()
+		require.NoError(t, c.Feed(appendOK(frame.AppendData(nil, st.id, false, payload[:k])), now))
+		require.Nil(t, c.err)
+		st.rxq.read(buf[:k])
+		c.consumed(st, k, now)
+	}
+	require.False(t, c.ReceivingMany(0), "no DATA yet")
+	now := time.Millisecond
+	for range 512 {
+		for _, st := range []*Stream{a, b} {
+			feed(st, min(len(payload), int(st.rx.Outstanding())), now)
+		}
+		feed(b, 100, now) // a tail among full frames
+		now += 10 * time.Microsecond
+	}
+	require.Zero(t, c.shared.Limit(now, c.minRTT), "bulk beside bulk: no cap")
+	require.Greater(t, a.rx.Window(), uint32(DefaultInitialStreamWindow), "a's window grows")
+	require.Greater(t, b.rx.Window(), uint32(DefaultInitialStreamWindow), "b's window grows")
+	require.LessOrEqual(t, c.sessRecv.Window(), uint32(max(cfg.InitialSessionWindow, sharedSessionFloor)),
+		"several streams receiving: the session window stays capped")
+	require.True(t, c.ReceivingMany(now), "two streams receive in turn")
+	require.False(t, c.ReceivingMany(now+manyWindow), "no DATA for manyWindow")
+
+	now += shareGap // b has had no large payload since
+	feed(b, 100, now)
+	feed(a, len(payload), now)
+	require.EqualValues(t, sharedFloor, c.shared.Limit(now, c.minRTT), "a latency-bound stream beside bulk: the cap")
+}
+
 // A splicing core (a socket that writes vectors) sends the same bytes as a
 // copying one: per stream, in order, in batches no larger than the limit,
 // whatever the write sizes and however the credit arrives.

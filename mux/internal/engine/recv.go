@@ -182,7 +182,14 @@ func (e *Engine) onData(f *frame.Frame, now time.Duration) {
 			e.fail(frame.FlowControlError, err)
 			return
 		}
-		e.shared.Note(st.id, now)
+		// A stream is latency-bound while its payloads are small. A bulk
+		// stream sends small ones too (a Write's tail, the end of a
+		// batch), but among large ones.
+		if n >= interactiveBytes {
+			st.rxBulkAt = max(now, 1)
+		}
+		small := n < interactiveBytes && (st.rxBulkAt == 0 || now-st.rxBulkAt >= shareGap)
+		e.shared.Note(st.id, small, now)
 		data := f.Payload
 		if b := st.rdBuf; len(b) < cap(b) && st.rxq.Len() == 0 {
 			// A Read waits with its buffer: copy straight into it.

@@ -124,6 +124,10 @@ func (e *Engine) Ping(now time.Duration) {
 	}
 }
 
+// ReceivingMany reports whether DATA came for different streams in turn
+// within the last manyWindow before now: several streams are receiving.
+func (e *Engine) ReceivingMany(now time.Duration) bool { return e.shared.Mixed(now, manyWindow) }
+
 // LastRTT returns the last round-trip time measured by a PING.
 func (e *Engine) LastRTT() time.Duration { return e.lastRTT }
 

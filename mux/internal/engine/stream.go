@@ -16,6 +16,7 @@ type Stream struct {
 	id        uint32
 	wuPending uint32        // stream WINDOW_UPDATE credit not yet laid out
 	created   time.Duration // engine clock
+	rxBulkAt  time.Duration // engine clock at the last DATA of interactiveBytes or more (SharedCap); 0: none
 
 	hdrs  map[string][]string
 	bytes int64 // payload exchanged both ways (rapid-reset accounting)
