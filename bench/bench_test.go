@@ -28,6 +28,7 @@ func benchWorkload(b *testing.B, name string) {
 }
 
 func BenchmarkBulk1(b *testing.B)       { benchWorkload(b, "Bulk1") }
+func BenchmarkStreams8(b *testing.B)    { benchWorkload(b, "Streams8") }
 func BenchmarkStreams64(b *testing.B)   { benchWorkload(b, "Streams64") }
 func BenchmarkStreams1024(b *testing.B) { benchWorkload(b, "Streams1024") }
 func BenchmarkEcho64(b *testing.B)      { benchWorkload(b, "Echo64") }

@@ -15,14 +15,14 @@
 // this process over 127.0.0.1, so allocation figures count both ends.
 //
 // Workloads (see Workloads): Bulk1 (one stream, 32 KiB writes, each
-// direction), Streams64 and Streams1024 (that many streams sending 1 MiB each
-// at once, aggregate MB/s), Echo64 (64-byte round trip, ns/op is the RTT),
+// direction), Streams8, Streams64 and Streams1024 (that many streams sending
+// 1 MiB each at once, aggregate MB/s), Echo64 (64-byte round trip, ns/op is the RTT),
 // OpenClose (open, 1-byte echo, close), Interactive (64-byte echo p50/p99
 // beside a saturating bulk stream: head-of-line blocking), IdleStreams (heap
 // per idle stream at 10,000 streams) and NeverRead (what a stream whose reader
 // never reads costs the sender, the heap and the other streams).
 //
-// The throughput workloads (Bulk1, Streams64, Streams1024) also report
+// The throughput workloads (Bulk1, Streams8, Streams64, Streams1024) also report
 // cpu-ms/MiB (CPUPerMiB): the process's CPU time, user plus system from
 // getrusage, per MiB moved while the clock ran. Both ends run in this process,
 // so it is what a MiB costs client and server together, a figure that a busy

@@ -61,6 +61,8 @@ func Workloads() []Workload {
 			Fn: func(b *testing.B, tr Transport) { Bulk1(b, tr, true) }},
 		{Name: "Bulk1", Variant: "dir=s2c", Primary: "MB/s", Metrics: throughputMetrics,
 			Fn: func(b *testing.B, tr Transport) { Bulk1(b, tr, false) }},
+		{Name: "Streams8", Primary: "MB/s", Metrics: throughputMetrics,
+			Fn: func(b *testing.B, tr Transport) { StreamsN(b, tr, 8) }},
 		{Name: "Streams64", Primary: "MB/s", Metrics: throughputMetrics,
 			Fn: func(b *testing.B, tr Transport) { StreamsN(b, tr, 64) }},
 		{Name: "Streams1024", Primary: "MB/s", Metrics: throughputMetrics, Heavy: true,
