@@ -38,14 +38,12 @@ type SharedCap struct {
 // looks latency-bound (the caller's judgement, from the sizes of its
 // payloads); bulk DATA shares the connection only with a small stream's.
 func (s *SharedCap) Note(id uint32, small bool, now time.Duration) {
-	switch {
-	case small && s.lastID != id && s.lastID != 0 && now-s.lastAt < s.Gap:
-		s.until = now + s.Hold
-	case s.smallID != id && s.smallID != 0 && now-s.smallAt < s.Gap:
-		s.until = now + s.Hold
-	}
-	if s.lastID != id && s.lastID != 0 {
+	turn := s.lastID != 0 && s.lastID != id
+	if turn {
 		s.turnAt = now
+	}
+	if small && turn && now-s.lastAt < s.Gap || s.smallID != 0 && s.smallID != id && now-s.smallAt < s.Gap {
+		s.until = now + s.Hold
 	}
 	s.lastID, s.lastAt = id, now
 	if small {

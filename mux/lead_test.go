@@ -455,8 +455,7 @@ func TestLeaderIdleChecksBackOff(t *testing.T) {
 func TestLeaderNotWhileManyReceive(t *testing.T) {
 	cs, ss := leaderPair(t, "tcp", nil, nil)
 	const streams, size, chunk = 2, 4 << 20, 32 << 10
-	var rs []*Stream
-	var ws []*Stream
+	var ws, rs []*Stream
 	for range streams {
 		w, r := openPair(t, cs, ss)
 		ws, rs = append(ws, w), append(rs, r)
