@@ -481,3 +481,35 @@ func acceptTwo(t *testing.T, c *Engine) (*Stream, *Stream) {
 	require.Len(t, c.acceptQ, 2)
 	return c.acceptQ[0], c.acceptQ[1]
 }
+
+// A queue that never drains (writers waiting in turn for session send-buffer
+// room under sustained load, control frames queued as fast as they go out)
+// keeps an array the size of what it holds, not of every push since it was
+// last empty, and stays first in, first out.
+func TestQueuesNeverDrainingStayBounded(t *testing.T) {
+	const live, rounds = 3, 20_000
+	t.Run("streams", func(t *testing.T) {
+		sts := make([]Stream, live+1)
+		var q streamQueue
+		for i := range live {
+			q.push(&sts[i])
+		}
+		for i := range rounds {
+			require.Same(t, &sts[i%(live+1)], q.pop())
+			q.push(&sts[(i+live)%(live+1)])
+			require.LessOrEqual(t, cap(q.q), 4*live, "round %d", i)
+		}
+	})
+	t.Run("control frames", func(t *testing.T) {
+		var q ctrlQueue
+		for i := range live {
+			q.push(ctrl{id: uint32(i)})
+		}
+		for i := range rounds {
+			require.Equal(t, uint32(i), q.front().id)
+			q.pop()
+			q.push(ctrl{id: uint32(i + live)})
+			require.LessOrEqual(t, cap(q.q), 4*live, "round %d", i)
+		}
+	})
+}

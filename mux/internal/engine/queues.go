@@ -24,7 +24,10 @@ type ctrlQueue struct {
 	head int
 }
 
-func (q *ctrlQueue) push(e ctrl)  { q.q = append(q.q, e) }
+func (q *ctrlQueue) push(e ctrl) {
+	q.q, q.head = compact(q.q, q.head)
+	q.q = append(q.q, e)
+}
 func (q *ctrlQueue) empty() bool  { return q.head == len(q.q) }
 func (q *ctrlQueue) front() *ctrl { return &q.q[q.head] }
 func (q *ctrlQueue) pop() {
@@ -72,14 +75,31 @@ func (q *ctrlQueue) keepResets() {
 	q.q, q.head = q.q[:n], 0
 }
 
+// compact moves the live part of a FIFO's array, q[head:], to its front
+// when the array is full and at least half of it was popped. The queues
+// reuse their arrays from the front once they drain; one that never drains
+// (writers waiting in turn under sustained load) would otherwise grow its
+// array by every push since it was last empty, without bound.
+func compact[T any](q []T, head int) ([]T, int) {
+	if head == 0 || len(q) < cap(q) || head < len(q)/2 {
+		return q, head
+	}
+	n := copy(q, q[head:])
+	clear(q[n:])
+	return q[:n], 0
+}
+
 // streamQueue is a FIFO of streams that reuses its backing array.
 type streamQueue struct {
 	q    []*Stream
 	head int
 }
 
-func (q *streamQueue) push(st *Stream) { q.q = append(q.q, st) }
-func (q *streamQueue) empty() bool     { return q.head == len(q.q) }
+func (q *streamQueue) push(st *Stream) {
+	q.q, q.head = compact(q.q, q.head)
+	q.q = append(q.q, st)
+}
+func (q *streamQueue) empty() bool { return q.head == len(q.q) }
 func (q *streamQueue) pop() *Stream {
 	st := q.q[q.head]
 	q.q[q.head] = nil
