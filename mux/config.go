@@ -39,8 +39,11 @@ type Config struct {
 	// (cumulative MAX_STREAMS credit). A slot comes back only when a stream
 	// has ended both ways and was accepted or handled. Default 100.
 	MaxStreams int
-	// AcceptBacklog bounds peer-opened streams waiting for Accept; more are
-	// refused with RST_STREAM(REFUSED_STREAM). Default 64.
+	// AcceptBacklog bounds peer-opened streams waiting for Accept (or a
+	// handler); more are refused with RST_STREAM(REFUSED_STREAM), and the
+	// slot of each refused stream comes back only as a stream leaves the
+	// backlog, so a peer that opens faster than the application takes
+	// streams is slowed to its pace. Default 64.
 	AcceptBacklog int
 	// MaxMessageSize is the largest WebSocket message we accept. Default
 	// 1 MiB; at least 64 KiB.

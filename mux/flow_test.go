@@ -3,13 +3,18 @@ package mux
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"io"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/wsmux/wsmux/frame"
 )
 
 // TestSlowReaderIsolation: stream A's reader never reads while stream B
@@ -107,6 +112,60 @@ func TestAcceptBacklog(t *testing.T) {
 	require.NoError(t, err)
 	_, err = cs.Open(ctx, nil)
 	require.NoError(t, err)
+}
+
+// TestBacklogRefusalsDoNotEndSession: a client that opens within its credit
+// faster than the application accepts gets REFUSED_STREAM for what the
+// backlog cannot hold, and those slots back only as streams are accepted.
+// Retrying, it opens every stream and its session lives: refusals it cannot
+// avoid do not count as rapid resets (they once did, and ended the session
+// with ENHANCE_YOUR_CALM after 200 in 10 s).
+func TestBacklogRefusalsDoNotEndSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs, ss := pipePair(t, nil, &Config{AcceptBacklog: 1})
+		ctx := context.Background()
+		const openers, each = 8, 3 * maxYoungResets / 8
+		acceptDone := make(chan struct{})
+		go func() {
+			defer close(acceptDone)
+			for {
+				st, err := ss.AcceptStream(ctx)
+				if err != nil {
+					return
+				}
+				_ = st.Close()
+				elapse(time.Millisecond) // a slow application
+			}
+		}()
+		var refused atomic.Int64
+		var wg sync.WaitGroup
+		for range openers {
+			wg.Go(func() {
+				for range each {
+					for {
+						st, err := cs.Open(ctx, nil)
+						if err == nil {
+							_ = st.Close()
+							break
+						}
+						var se *StreamError
+						if !errors.As(err, &se) || se.Code != frame.RefusedStream {
+							t.Errorf("Open: %v", err)
+							return
+						}
+						refused.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.NoError(t, cs.Err())
+		require.NoError(t, ss.Err())
+		require.Positive(t, refused.Load(), "the backlog refused some")
+		t.Logf("%d streams opened, %d refusals on the way", openers*each, refused.Load())
+		require.NoError(t, ss.Close())
+		<-acceptDone
+	})
 }
 
 func TestCloseRead(t *testing.T) {

@@ -214,35 +214,21 @@ func TestHostilePingNoRead(t *testing.T) {
 	})
 }
 
-// TestHostileUrgentQueue: control-frame queue growth (x/net
-// maxQueuedControlFrames). The peer never reads and makes us queue
-// RST_STREAM(REFUSED_STREAM) answers, slowly enough to stay within the
-// rapid-reset budget; at maxUrgent queued answers the session ends with
-// ENHANCE_YOUR_CALM.
+// TestHostileUrgentQueue: answers the peer induces but does not read are
+// bounded (x/net/http2's maxQueuedControlFrames). The peer never reads and
+// opens, within the credit it was granted, streams nobody accepts: each is
+// refused with RST_STREAM(REFUSED_STREAM); at maxUrgent queued answers the
+// session ends with ENHANCE_YOUR_CALM.
 func TestHostileUrgentQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := net.Pipe()
-		cs, err := Client(a, &Config{AcceptBacklog: 1, WriteTimeout: 10 * time.Minute})
+		cs, err := Client(a, &Config{AcceptBacklog: 1, MaxStreams: 2 * maxUrgent, WriteTimeout: 10 * time.Minute})
 		require.NoError(t, err)
 		peer := newRawPeer(t, b, false)
 		require.NoError(t, peer.send(settingsMsg()))
-		const perWindow = maxYoungResets - 10
-		id := uint32(2)
-		for msgs := 0; ; msgs++ {
-			require.Less(t, msgs, 2*maxUrgent/perWindow, "the session must end")
-			var msg []byte
-			for i := 0; i < perWindow; i++ {
-				msg = synFrame(msg, id)
-				id += 2
-			}
-			require.NoError(t, peer.send(msg))
-			select {
-			case <-cs.CloseChan():
-			case <-time.After(budgetWindow):
-				continue
-			}
-			break
-		}
+		id := uint32(0)
+		require.NoError(t, peer.send(repeatFrames(2*maxUrgent, func(b []byte) []byte { id += 2; return synFrame(b, id) })))
+		<-cs.CloseChan()
 		require.ErrorContains(t, cs.Err(), "urgent queue")
 		requireHostileEnd(t, cs, peer.observe(false), frame.EnhanceYourCalm)
 		_ = b.Close()

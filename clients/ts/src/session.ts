@@ -149,6 +149,8 @@ export class Session implements StreamHost {
   private ownCredit = DEFAULT_SETTINGS.initialMaxStreams;
   private peerCredit: number;
   private maxStreamsDirty = false;
+  /** Slots of streams refused for a full backlog, given back as streams leave it. */
+  private owedSlots = 0;
   private openWaiters: Array<() => void> = [];
   private sendCredit = DEFAULT_SETTINGS.initialSessionWindow;
   private sessionWaiters: Array<() => void> = [];
@@ -411,6 +413,7 @@ export class Session implements StreamHost {
         // Reset before the application took it: it never reaches the application.
         this.backlog.splice(i, 1);
         this.returnSlot();
+        this.repaySlot(); // it left the backlog
       } else if (st.taken) this.returnSlot();
     }
     this.maybeFinishDrain();
@@ -489,6 +492,15 @@ export class Session implements StreamHost {
   private take(st: Stream): void {
     st.taken = true;
     if (st.ended) this.returnSlot();
+    this.repaySlot();
+  }
+
+  /** Gives back one slot of a stream refused for a full backlog (onSyn). */
+  private repaySlot(): void {
+    if (this.owedSlots > 0) {
+      this.owedSlots--;
+      this.returnSlot();
+    }
   }
 
   // --- receiving ----------------------------------------------------------
@@ -665,9 +677,10 @@ export class Session implements StreamHost {
     }
     const backlogMax = this.opts.acceptBacklog ?? 64;
     if (!this.opts.onStream && this.backlog.length >= backlogMax) {
-      this.resetHit("refused SYN");
+      // Its slot comes back only as a stream leaves the backlog (7.3):
+      // refusals cannot outpace accept(), and are not counted as resets.
       refuse(ErrorCode.REFUSED_STREAM, "accept backlog full");
-      this.returnSlot();
+      this.owedSlots++;
       return;
     }
     const st = new Stream(this, id, false, fields, this.peerSettings!.initialStreamWindow, this.settings.initialStreamWindow, this.maxStreamWindow, this.now());

@@ -185,6 +185,7 @@ const limitCases: Array<[string, (id: number) => Uint8Array[], number]> = [
   ["session credit over 2^31-1", () => [f(FrameType.WINDOW_UPDATE, 0, 0, 0x7fffffff)], ErrorCode.FLOW_CONTROL_ERROR],
   ["PING flood", () => Array.from({ length: 60 }, (_, i) => f(FrameType.PING, 0, 0, i)), ErrorCode.ENHANCE_YOUR_CALM],
   ["useless-frame flood", () => Array.from({ length: 1001 }, (_, i) => f(FrameType.PING, Flag.ACK, 0, i + 1000)), ErrorCode.ENHANCE_YOUR_CALM],
+  ["SYNs past the backlog: refused slots come back only as streams are accepted (7.3)", (id) => Array.from({ length: 101 }, (_, i) => f(FrameType.HEADERS, Flag.SYN, id + 2 * i, 0)), ErrorCode.STREAM_LIMIT_ERROR],
   ["rapid reset", (id) => Array.from({ length: 201 }, (_, i) => [f(FrameType.HEADERS, Flag.SYN, id + 2 * i, 0), f(FrameType.RST_STREAM, 0, id + 2 * i, ErrorCode.CANCEL)]).flat(), ErrorCode.ENHANCE_YOUR_CALM],
 ];
 

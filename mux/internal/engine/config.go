@@ -59,7 +59,7 @@ const (
 	maxQueuedPingAcks = 32               // PING ACKs waiting for the writer
 	maxUrgent         = 1000             // urgent queue entries induced by the peer
 	budgetWindow      = 10 * time.Second // window of the counters below
-	maxYoungResets    = 200              // peer resets of young streams (and refusals) per window
+	maxYoungResets    = 200              // peer resets of young streams (and resets it provoked) per window
 	maxUseless        = 1000             // useless frames per window
 	youngStreamAge    = time.Second      // a reset stream younger than this...
 	youngStreamBytes  = 1 << 10          // ...with fewer bytes exchanged counts as a rapid reset

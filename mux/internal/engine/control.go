@@ -70,6 +70,15 @@ func (e *Engine) grantSlot() {
 	}
 }
 
+// repaySlot grants back one slot of a stream refused for a full backlog
+// (onSyn), now that a stream left the backlog.
+func (e *Engine) repaySlot() {
+	if e.owedSlots > 0 {
+		e.owedSlots--
+		e.grantSlot()
+	}
+}
+
 // consumed returns the credit of n bytes the application read from st.
 func (e *Engine) consumed(st *Stream, n int, now time.Duration) {
 	if e.err != nil {

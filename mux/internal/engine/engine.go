@@ -42,6 +42,7 @@ type Engine struct {
 	peerCredit  uint32 // cumulative credit of local streams granted by the peer
 	lastPeerID  uint32 // highest peer-opened id seen
 	granted     uint32 // cumulative credit of peer streams we granted
+	owedSlots   uint32 // slots of streams refused for a full backlog, granted back as streams leave it
 	maxStrDirty bool   // a MAX_STREAMS is queued
 
 	// Flow control.

@@ -287,13 +287,18 @@ func (e *Engine) onSyn(f *frame.Frame, now time.Duration) {
 	if e.cfg.Handler {
 		backlog = len(e.handlerQ)
 	}
-	if e.goawaySent || backlog >= e.cfg.AcceptBacklog {
-		// Refused: the stream never existed for us; its slot comes back.
+	if e.goawaySent {
+		e.queueRST(id, frame.RefusedStream, "", true) // no slot back after GOAWAY
+		return
+	}
+	if backlog >= e.cfg.AcceptBacklog {
+		// Refused: the stream never existed for us. Its slot comes back
+		// only when a stream leaves the backlog (owedSlots), so refusals
+		// cannot outpace what the application takes: an honest peer that
+		// opens within its credit faster than we accept is slowed, not
+		// counted as an attacker, and a hostile one gains nothing.
 		e.queueRST(id, frame.RefusedStream, "", true)
-		e.grantSlot()
-		if !e.goawaySent && e.youngResets.add(now, maxYoungResets) {
-			e.fail(frame.EnhanceYourCalm, errors.New("too many refused or reset streams"))
-		}
+		e.owedSlots++
 		return
 	}
 	h := make(map[string][]string)

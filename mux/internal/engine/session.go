@@ -58,6 +58,7 @@ func (e *Engine) Accept() *Stream {
 	copy(e.acceptQ, e.acceptQ[1:])
 	e.acceptQ[len(e.acceptQ)-1] = nil
 	e.acceptQ = e.acceptQ[:len(e.acceptQ)-1]
+	e.repaySlot()
 	if len(e.acceptQ) > 0 {
 		e.emit(EvAccept)
 	}
@@ -87,6 +88,7 @@ func (e *Engine) TakeHandler() *Stream {
 	copy(e.handlerQ, e.handlerQ[1:])
 	e.handlerQ[len(e.handlerQ)-1] = nil
 	e.handlerQ = e.handlerQ[:len(e.handlerQ)-1]
+	e.repaySlot()
 	return st
 }
 
