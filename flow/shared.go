@@ -15,8 +15,8 @@ import "time"
 // waiting behind one another costs them nothing, and the cap would only
 // hold each of them to one window per credit round trip (docs/performance.md,
 // "Few bulk streams"); their bytes in flight are still bounded by the
-// session window, which the caller holds to SessionLimit(Cap) while
-// several streams receive (Mixed). The cap is the bandwidth-delay product
+// session window, which the caller holds to SessionLimit(SessionCap)
+// while several streams receive (Mixed). The cap is the bandwidth-delay product
 // of a Rate (bytes per second) path at the connection's minimum RTT, at
 // least Floor. Set the four fields before use; the zero value never caps.
 //
@@ -60,9 +60,9 @@ func (s *SharedCap) Mixed(now, d time.Duration) bool {
 // Shared reports whether streams share the connection at now.
 func (s *SharedCap) Shared(now time.Duration) bool { return now < s.until }
 
-// SessionLimit returns the session window's limit given the streams'
-// limit (Limit's result): while streams share the connection, twice theirs,
-// at least floor; else 0 (no limit). Without it the session window grows
+// SessionLimit returns the session window's limit given the cap it is
+// held to (SessionCap's result): twice that cap, at least floor; 0: no
+// limit. Without it the session window grows
 // with the smoothed RTT, which under a bulk load measures the sender's
 // queues rather than the path (on loopback 5 ms against an 80 us minimum:
 // a 64 MiB window), and every byte queued for it is one more cache miss
@@ -80,6 +80,18 @@ func SessionLimit(streamLimit, floor uint32) uint32 {
 // share the connection, else 0 (no limit).
 func (s *SharedCap) Limit(now, minRTT time.Duration) uint32 {
 	if !s.Shared(now) {
+		return 0
+	}
+	return s.Cap(minRTT)
+}
+
+// SessionCap returns the cap the session window is held to (through
+// SessionLimit) at now: the streams' cap while they share the connection,
+// and also while several streams receive in turn within the last d
+// (Mixed). Bulk streams alone keep their stream windows, but not a session
+// window grown to megabytes of cold queues. 0: no limit.
+func (s *SharedCap) SessionCap(now, minRTT, d time.Duration) uint32 {
+	if !s.Shared(now) && !s.Mixed(now, d) {
 		return 0
 	}
 	return s.Cap(minRTT)

@@ -82,8 +82,9 @@ func TestSharedCapSmall(t *testing.T) {
 	}
 }
 
-// Mixed says whether DATA changed streams within the given span; Cap is
-// the cap whether streams share or not.
+// Mixed says whether DATA changed streams within the given span; the
+// session window is capped then too (SessionCap); Cap is the cap whether
+// streams share or not.
 func TestSharedCapMixedAndCap(t *testing.T) {
 	ms := time.Millisecond
 	s := SharedCap{Gap: 100 * ms, Hold: time.Second, Rate: 625e6, Floor: 64 << 10}
@@ -96,6 +97,8 @@ func TestSharedCapMixedAndCap(t *testing.T) {
 	require.True(t, s.Mixed(13*ms-1, 10*ms), "within the span")
 	require.False(t, s.Mixed(13*ms, 10*ms), "the span passed")
 	require.Zero(t, s.Limit(3*ms, ms), "bulk streams: no limit")
+	require.EqualValues(t, 625e3, s.SessionCap(3*ms, ms, 10*ms), "bulk streams in turn: the session is capped")
+	require.Zero(t, s.SessionCap(13*ms, ms, 10*ms), "one stream again: not")
 	require.EqualValues(t, 625e3, s.Cap(ms), "the cap itself")
 	require.EqualValues(t, 64<<10, s.Cap(time.Microsecond), "at least the floor")
 	require.Zero(t, s.Cap(0), "no RTT: no cap")

@@ -97,12 +97,7 @@ func (e *Engine) consumed(st *Stream, n int, now time.Duration) {
 		}
 		lim := e.shared.Limit(now, e.minRTT)
 		st.rx.SetLimit(lim)
-		sess := lim
-		if lim == 0 && e.ReceivingMany(now) {
-			// Bulk streams alone keep their windows, but not a
-			// session window grown to megabytes of cold queues.
-			sess = e.shared.Cap(e.minRTT)
-		}
+		sess := e.shared.SessionCap(now, e.minRTT, manyWindow)
 		e.sessRecv.SetLimit(flow.SessionLimit(sess, uint32(max(e.cfg.InitialSessionWindow, sharedSessionFloor))))
 		e.queueStreamWU(st, st.rx.Consume(n, now, rtt))
 		if w := st.rx.Window(); w > before && w > e.largestWin {

@@ -287,18 +287,16 @@ func (e *Engine) onSyn(f *frame.Frame, now time.Duration) {
 	if e.cfg.Handler {
 		backlog = len(e.handlerQ)
 	}
-	if e.goawaySent {
-		e.queueRST(id, frame.RefusedStream, "", true) // no slot back after GOAWAY
-		return
-	}
-	if backlog >= e.cfg.AcceptBacklog {
-		// Refused: the stream never existed for us. Its slot comes back
-		// only when a stream leaves the backlog (owedSlots), so refusals
-		// cannot outpace what the application takes: an honest peer that
-		// opens within its credit faster than we accept is slowed, not
-		// counted as an attacker, and a hostile one gains nothing.
+	if e.goawaySent || backlog >= e.cfg.AcceptBacklog {
+		// Refused: the stream never existed for us. A backlog refusal's
+		// slot comes back only as a stream leaves the backlog
+		// (repaySlot), so refusals cannot outpace what the application
+		// takes; they are not counted against the peer, which cannot
+		// know our backlog. After GOAWAY no slot comes back at all.
 		e.queueRST(id, frame.RefusedStream, "", true)
-		e.owedSlots++
+		if !e.goawaySent {
+			e.owedSlots++
+		}
 		return
 	}
 	h := make(map[string][]string)
