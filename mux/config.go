@@ -88,7 +88,8 @@ type Config struct {
 	// yet written. Default 256 KiB.
 	StreamSendBuffer int
 	// SessionSendBuffer bounds the bytes of all streams queued but not yet
-	// written. Default 1 MiB.
+	// written. Default 1 MiB. Writes that find it full wait in turn, first
+	// come first served, and their bytes are queued as room frees.
 	SessionSendBuffer int
 	// MaxBatch bounds one WebSocket message (one write) of the writer.
 	// Default 256 KiB.

@@ -194,3 +194,76 @@ func TestCloseRead(t *testing.T) {
 		require.Zero(t, ss.NumStreams())
 	})
 }
+
+// TestCrowdedWritesCountExactly: many Writes wait for a small session send
+// buffer, so their bytes are queued by the engine as room frees
+// (engine.LendWrite); those whose deadline passes return exactly what was
+// queued, and the peer reads exactly that, in order, after which a second
+// Write's bytes follow. The others' bytes all arrive, checksummed.
+func TestCrowdedWritesCountExactly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		small := &Config{SessionSendBuffer: 32 << 10, StreamSendBuffer: 64 << 10,
+			InitialStreamWindow: 64 << 10, MaxStreamWindow: 64 << 10}
+		cs, ss := pipePair(t, small, small)
+		ctx := context.Background()
+		const streams, size = 16, 256 << 10
+		type result struct {
+			n     int
+			err   error
+			data  []byte
+			tail  []byte
+			dl    bool
+			recvd []byte
+		}
+		res := make([]result, streams)
+		var wg sync.WaitGroup
+		for i := range streams {
+			st, err := cs.Open(ctx, nil)
+			require.NoError(t, err)
+			r := &res[i]
+			r.data = make([]byte, size)
+			r.tail = []byte("tail")
+			for j := range r.data {
+				r.data[j] = byte(i*7 + j*13)
+			}
+			r.dl = i%2 == 1
+			wg.Go(func() {
+				if r.dl {
+					_ = st.SetWriteDeadline(time.Now().Add(time.Second))
+				}
+				r.n, r.err = st.Write(r.data)
+				_ = st.SetWriteDeadline(time.Time{})
+				if _, err := st.Write(r.tail); err != nil {
+					t.Errorf("second Write: %v", err)
+				}
+				_ = st.CloseWrite()
+			})
+		}
+		// The server reads nothing for two seconds: the odd streams' deadline
+		// passes while their Writes wait with bytes lent.
+		elapse(2 * time.Second)
+		for range streams {
+			st, err := ss.AcceptStream(ctx)
+			require.NoError(t, err)
+			wg.Go(func() {
+				got, err := io.ReadAll(st)
+				if err != nil {
+					t.Errorf("read: %v", err)
+				}
+				res[st.ID()/2].recvd = got // client stream ids 1, 3, 5, ...
+			})
+		}
+		wg.Wait()
+		for i, r := range res {
+			if r.dl {
+				require.ErrorIs(t, r.err, ErrTimeout, "stream %d", i)
+				require.Less(t, r.n, size, "stream %d", i)
+			} else {
+				require.NoError(t, r.err, "stream %d", i)
+				require.Equal(t, size, r.n)
+			}
+			want := append(append([]byte(nil), r.data[:r.n]...), r.tail...)
+			require.Equal(t, sha256.Sum256(want), sha256.Sum256(r.recvd), "stream %d: %d bytes written, %d read", i, r.n+len(r.tail), len(r.recvd))
+		}
+	})
+}

@@ -292,6 +292,9 @@ func (st *Stream) Write(p []byte) (int, error) {
 		if st.wrCh == nil {
 			st.wrCh = make(chan struct{}, 1)
 		}
+		// Waiting for the session's send buffer, the rest of p is queued
+		// by the engine as room frees, in turn, with one wake-up.
+		lent := e.LendWrite(&st.rec, p[n:])
 		s.reclaim() // credit comes from the socket
 		wr := st.wrCh
 		s.unlock()
@@ -301,6 +304,9 @@ func (st *Stream) Write(p []byte) (int, error) {
 		case <-s.deadCh:
 		}
 		s.mu.Lock()
+		if lent {
+			n = len(p) - e.UnlendWrite(&st.rec)
+		}
 		e.StopWaiting(&st.rec)
 	}
 }

@@ -40,6 +40,11 @@ type Config struct {
 	// NewStream allocates a stream record, so that a driver can keep it
 	// inside its own stream handle (one allocation per stream). Nil: new.
 	NewStream func() *Stream
+
+	// lendAbove, for tests: lend Writes' bytes (LendWrite) while more than
+	// this many Writes wait (0: when the session send buffer could not
+	// give each 16 KiB).
+	lendAbove int
 }
 
 // The protocol's defaults: what we assume of the peer until its SETTINGS

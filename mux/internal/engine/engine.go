@@ -54,6 +54,8 @@ type Engine struct {
 	txQueued      int         // bytes queued by all streams, not yet laid out
 	writesWaiting int         // streams whose Write waits for room or credit
 	sessWait      streamQueue // writers waiting for session send-buffer room
+	lent          [][]byte    // what is left of each Write that lent its bytes (LendWrite), by Stream.lentAt
+	lentFree      []int32     // free slots of lent
 	largestWin    uint32
 
 	// Control queues.

@@ -99,7 +99,8 @@ func (q *streamQueue) push(st *Stream) {
 	q.q, q.head = compact(q.q, q.head)
 	q.q = append(q.q, st)
 }
-func (q *streamQueue) empty() bool { return q.head == len(q.q) }
+func (q *streamQueue) empty() bool   { return q.head == len(q.q) }
+func (q *streamQueue) peek() *Stream { return q.q[q.head] }
 func (q *streamQueue) pop() *Stream {
 	st := q.q[q.head]
 	q.q[q.head] = nil

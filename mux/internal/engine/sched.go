@@ -390,18 +390,39 @@ func (e *Engine) appendBareFins(dst []byte, limit, frames int) ([]byte, int) {
 	return dst, frames
 }
 
-// wakeSessionWaiters wakes writers waiting for session send-buffer room,
-// first come first served, about as many as the free room can take (each
-// is assumed to fill 64 KiB; those that find no room queue again).
+// wakeSessionWaiters gives the free session send-buffer room to the
+// writers waiting for it, first come first served: a Write that lent its
+// bytes (LendWrite) has them queued here and is woken once, when they are
+// all queued or its stream can take no more; one that did not is woken to
+// queue them itself, about as many as the free room can take (each is
+// assumed to fill 64 KiB; those that find no room queue again).
 func (e *Engine) wakeSessionWaiters() {
-	free := e.cfg.SessionSendBuffer - e.txQueued
-	for free > 0 && !e.sessWait.empty() {
-		st := e.sessWait.pop()
+	wakeRoom := e.cfg.SessionSendBuffer - e.txQueued // for Writes that lent nothing
+	for !e.sessWait.empty() && e.txQueued < e.cfg.SessionSendBuffer && wakeRoom > 0 {
+		st := e.sessWait.peek()
 		if !st.sessWaiting {
-			continue // gave up (deadline, reset) meanwhile
+			e.sessWait.pop() // gave up (deadline, reset) meanwhile
+			continue
 		}
+		if p := e.lentBytes(st); len(p) > 0 && e.WriteErr(st) == nil {
+			k, _, _ := e.Write(st, p)
+			p = p[k:]
+			e.lent[st.lentAt-1] = p
+			if len(p) > 0 && e.txQueued >= e.cfg.SessionSendBuffer {
+				return // first in line for the next room
+			}
+			e.sessWait.pop()
+			st.sessWaiting = false
+			if len(p) > 0 {
+				continue // its stream's room or credit ran out: roomCame wakes it
+			}
+			e.setWriteWaiting(st, false)
+			e.emitStream(st, EvWritable)
+			continue
+		}
+		e.sessWait.pop()
 		st.sessWaiting = false
 		e.emitStream(st, EvWritable)
-		free -= 64 << 10
+		wakeRoom -= 64 << 10
 	}
 }

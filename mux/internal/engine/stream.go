@@ -40,8 +40,9 @@ type Stream struct {
 	interactive bool
 	finRecv     bool
 	readClosed  bool
-	sessWaiting bool // a Write waits in Engine.sessWait
-	wrWaiting   bool // a Write came back short: it waits for room or credit
+	lentAt      int32 // 1 + the slot of Engine.lent a Write on st lent its bytes in; 0: none
+	sessWaiting bool  // a Write waits in Engine.sessWait
+	wrWaiting   bool  // a Write came back short: it waits for room or credit
 	finQueued   bool
 	finSent     bool
 	flushing    bool // reset locally; RST_STREAM (resetErr's code and reason) follows the queued bytes
@@ -209,6 +210,65 @@ func (e *Engine) Write(st *Stream, p []byte) (n int, queued bool, err error) {
 		}
 	}
 	return n, queued, nil
+}
+
+// LendWrite lends the engine p, the rest of a Write that came back short
+// because the session's send buffer is full (st waits in sessWait), and
+// reports whether it did: only while many Writes wait (crowded). As
+// batches free room the engine queues from the lent bytes itself, Writes
+// in the order they began waiting, and wakes the Write once: when all of p
+// is queued, or when its stream's own room or credit ran out first (it
+// waits for that then). Without it every freed batch woke writers that the
+// running ones had beaten to the room: with 1024 streams about three
+// wake-ups per 32 KiB Write, most for nothing. The Write must call
+// UnlendWrite before it returns or touches p again.
+func (e *Engine) LendWrite(st *Stream, p []byte) bool {
+	if !st.sessWaiting || len(p) == 0 || !e.crowded() {
+		return false
+	}
+	if n := len(e.lentFree); n > 0 {
+		st.lentAt = e.lentFree[n-1] + 1
+		e.lentFree = e.lentFree[:n-1]
+	} else {
+		e.lent = append(e.lent, nil)
+		st.lentAt = int32(len(e.lent))
+	}
+	e.lent[st.lentAt-1] = p
+	return true
+}
+
+// lentBytes returns what is left of the bytes a Write on st lent (nil: none).
+func (e *Engine) lentBytes(st *Stream) []byte {
+	if st.lentAt == 0 {
+		return nil
+	}
+	return e.lent[st.lentAt-1]
+}
+
+// crowded reports whether so many Writes wait that the session's send
+// buffer could not give each of them 16 KiB. Only then is lending worth it:
+// with fewer, a woken Write finds room, and the engine copying their bytes
+// on the writer's goroutine, under the session's lock, cost Streams64
+// about 10 % (docs/performance.md, "Writes that lend their bytes").
+func (e *Engine) crowded() bool {
+	if e.cfg.lendAbove != 0 {
+		return e.writesWaiting > e.cfg.lendAbove
+	}
+	return e.writesWaiting*(16<<10) > e.cfg.SessionSendBuffer
+}
+
+// UnlendWrite ends LendWrite's loan and returns how many of the lent bytes
+// were not queued.
+func (e *Engine) UnlendWrite(st *Stream) int {
+	if st.lentAt == 0 {
+		return 0
+	}
+	i := st.lentAt - 1
+	n := len(e.lent[i])
+	e.lent[i] = nil
+	e.lentFree = append(e.lentFree, i)
+	st.lentAt = 0
+	return n
 }
 
 // roomCame wakes the Write that waits on st for its stream's room or
