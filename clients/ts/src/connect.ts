@@ -1,7 +1,8 @@
 // Opening a WSMUX/1 session: the WebSocket handshake of spec 2.1.
 
 import { ErrorCode, SessionError } from "./errors.js";
-import { SUBPROTOCOL, Session, SessionOptions, WebSocketLike } from "./session.js";
+import { SUBPROTOCOL, SessionOptions, WebSocketLike } from "./options.js";
+import { Session } from "./session.js";
 
 /** A WebSocket constructor: the browser's, or the ws package's (which takes options third). */
 export type WebSocketConstructor = new (url: string, protocols: string[], options?: unknown) => WebSocketLike;

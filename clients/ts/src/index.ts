@@ -4,8 +4,9 @@
 
 export * from "./errors.js";
 export * from "./frame.js";
-export { Session, SUBPROTOCOL } from "./session.js";
-export type { SessionOptions, WebSocketLike } from "./session.js";
+export { Session } from "./session.js";
+export { SUBPROTOCOL } from "./options.js";
+export type { SessionOptions, WebSocketLike } from "./options.js";
 export { Stream } from "./stream.js";
 export { connect, ConnectError, bearerProtocol, base64url } from "./connect.js";
 export type { ConnectOptions, WebSocketConstructor } from "./connect.js";
