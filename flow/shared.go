@@ -13,12 +13,13 @@ import "time"
 // stream's (Note's small: a keystroke, a request), and go on sharing it for
 // Hold after the last such pair. Streams that all move bulk are not capped:
 // waiting behind one another costs them nothing, and the cap would only
-// hold each of them to one window per credit round trip (docs/performance.md,
-// "Few bulk streams"); their bytes in flight are still bounded by the
-// session window, which the caller holds to SessionLimit(SessionCap)
-// while several streams receive (Mixed). The cap is the bandwidth-delay product
-// of a Rate (bytes per second) path at the connection's minimum RTT, at
-// least Floor. Set the four fields before use; the zero value never caps.
+// hold each of them to one window per credit round trip
+// (docs/performance-history.md, "Few bulk streams"); their bytes in flight
+// are still bounded by the session window, which the caller holds to
+// SessionLimit(SessionCap) while several streams receive (Mixed). The cap
+// is the bandwidth-delay product of a Rate (bytes per second) path at the
+// connection's minimum RTT, at least Floor. Set the four fields before
+// use; the zero value never caps.
 //
 // SharedCap is not safe for concurrent use: the caller synchronises.
 type SharedCap struct {

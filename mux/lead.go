@@ -44,8 +44,8 @@ import (
 // reads the others' messages too and passes the token on at every Read, so
 // the socket goes unread between one Read's return and the next one's
 // turn, while the reader goroutine would read on beside them. Two bulk
-// streams moved 41 % more with the token left to it (docs/performance.md,
-// "Few bulk streams").
+// streams moved 41 % more with the token left to it
+// (docs/performance-history.md, "Few bulk streams").
 //
 // A leader waits for the next message in wsio.Conn.Wait, which consumes
 // nothing: something that must end the leader's Read (a reset, CloseRead,

@@ -450,8 +450,8 @@ func TestLeaderIdleChecksBackOff(t *testing.T) {
 
 // While several streams receive at once, their Reads leave the socket to
 // the reader goroutine: a leader would pass the token from Read to Read,
-// the socket unread between them (docs/performance.md, "Few bulk
-// streams"). Every byte still arrives.
+// the socket unread between them (docs/performance-history.md, "Few
+// bulk streams"). Every byte still arrives.
 func TestLeaderNotWhileManyReceive(t *testing.T) {
 	cs, ss := leaderPair(t, "tcp", nil, nil)
 	const streams, size, chunk = 2, 4 << 20, 32 << 10

@@ -249,7 +249,8 @@ func (e *Engine) lentBytes(st *Stream) []byte {
 // buffer could not give each of them 16 KiB. Only then is lending worth it:
 // with fewer, a woken Write finds room, and the engine copying their bytes
 // on the writer's goroutine, under the session's lock, cost Streams64
-// about 10 % (docs/performance.md, "Writes that lend their bytes").
+// about 10 % (docs/performance-history.md, "Writes that lend their
+// bytes").
 func (e *Engine) crowded() bool {
 	if e.cfg.lendAbove != 0 {
 		return e.writesWaiting > e.cfg.lendAbove
