@@ -24,6 +24,8 @@ import {
   walkMessage,
 } from "./frame.js";
 import type { SessionOptions, WebSocketLike } from "./options.js";
+import { SendQueue } from "./sendqueue.js";
+import { Slots } from "./slots.js";
 import { Stream, StreamHost } from "./stream.js";
 import { RecvWindow } from "./window.js";
 import { Part, closeStatus, enc, frameBytes, utf8Prefix } from "./wire.js";
@@ -44,28 +46,14 @@ export class Session implements StreamHost {
   private readonly ws: WebSocketLike;
   private readonly opts: SessionOptions;
   private readonly now: () => number;
-  private streams = new Map<number, Stream>();
-  private backlog: Stream[] = [];
-  private acceptWaiters: Array<[(s: Stream) => void, (e: Error) => void]> = [];
-  private nextId: number;
-  private peerHighest = 0;
-  private ownCredit = DEFAULT_SETTINGS.initialMaxStreams;
-  private peerCredit: number;
-  private maxStreamsDirty = false;
-  /** Slots of streams refused for a full backlog, given back as streams leave it. */
-  private owedSlots = 0;
-  private openWaiters: Array<() => void> = [];
+  private readonly slots: Slots;
   private sendCredit = DEFAULT_SETTINGS.initialSessionWindow;
   private sessionWaiters: Array<() => void> = [];
   private stalledSince = -1; // when a write began to wait for session credit, since the last session WINDOW_UPDATE
-  private sentTotal = 0; // message bytes handed to ws.send
-  private sentOut = 0; // of those, what had left the WebSocket's buffer at the last progress
-  private sendProgress = 0; // when that last grew (or nothing was buffered)
   private recvAvail: number;
   private rwin: RecvWindow;
   private readonly maxStreamWindow: number;
-  private ctrl: Part[] = [];
-  private ordered: Part[] = [];
+  private readonly out: SendQueue;
   private flushScheduled = false;
   private state: "open" | "draining" | "ended" = "open";
   private goAwaySent = false;
@@ -98,13 +86,13 @@ export class Session implements StreamHost {
     }
     if (opts.keepaliveHintMs !== undefined) s.keepaliveHintMs = opts.keepaliveHintMs;
     this.settings = s;
-    this.nextId = isClient ? 1 : 2;
-    this.peerCredit = s.initialMaxStreams;
+    this.slots = new Slots(isClient, s.initialMaxStreams, () => this.scheduleFlush());
     this.recvAvail = s.initialSessionWindow;
     const maxWindow = (v: number | undefined, def: number, initial: number) => Math.min(Math.max(v ?? def, initial), MAX_U31);
     this.maxStreamWindow = maxWindow(opts.maxStreamWindow, 16 << 20, s.initialStreamWindow);
     this.rwin = new RecvWindow(s.initialSessionWindow, maxWindow(opts.maxSessionWindow, 64 << 20, s.initialSessionWindow));
-    this.lastRecv = this.lastSent = this.sendProgress = this.now();
+    this.lastRecv = this.lastSent = this.now();
+    this.out = new SendQueue(ws, this.lastSent);
     this.pingBudget = new TokenBucket(50, 10, this.now);
     this.uselessBudget = new WindowBudget(1000, 10000, this.now);
     this.resetBudget = new WindowBudget(200, 10000, this.now);
@@ -140,7 +128,7 @@ export class Session implements StreamHost {
 
   /** Number of live streams. */
   get numStreams(): number {
-    return this.streams.size;
+    return this.slots.streams.size;
   }
 
   /** The error that ended the session, if it ended with one. */
@@ -161,15 +149,13 @@ export class Session implements StreamHost {
     await this.waitSettings();
     for (;;) {
       this.checkCanOpen();
-      if (this.nextId > MAX_U31) throw new SessionError(ErrorCode.REFUSED_STREAM, "stream ids of this session are used up: open a new session");
-      if ((this.nextId + 1) >> 1 <= this.ownCredit) break;
-      await new Promise<void>((res) => this.openWaiters.push(res));
+      if (this.slots.hasCredit()) break;
+      await this.slots.waitCredit();
     }
     const block = encodeHeaderBlock(fields, this.peerSettings!.maxHeaderBytes);
-    const id = this.nextId;
-    this.nextId += 2;
+    const id = this.slots.takeId();
     const st = new Stream(this, id, true, fields, this.peerSettings!.initialStreamWindow, this.settings.initialStreamWindow, this.maxStreamWindow, this.now());
-    this.streams.set(id, st);
+    this.slots.streams.set(id, st);
     this.queueOrdered(frameBytes(FrameType.HEADERS, Flag.SYN | (opts.fin ? Flag.FIN : 0), id, 0, block));
     if (opts.fin) {
       st.sendDone = true;
@@ -180,13 +166,10 @@ export class Session implements StreamHost {
 
   /** The next stream the peer opened; rejects once the session ended. */
   accept(): Promise<Stream> {
-    const st = this.backlog.shift();
-    if (st) {
-      this.take(st);
-      return Promise.resolve(st);
-    }
+    const st = this.slots.shift();
+    if (st) return Promise.resolve(st);
     if (this.state === "ended") return Promise.reject(this.endError ?? new SessionError(ErrorCode.NO_ERROR, "session closed"));
-    return new Promise((res, rej) => this.acceptWaiters.push([res, rej]));
+    return this.slots.waitAccept();
   }
 
   /** Streams the peer opens, as an async iterator (ends with the session). */
@@ -219,7 +202,8 @@ export class Session implements StreamHost {
   goAway(code: number = ErrorCode.NO_ERROR, debug = ""): void {
     if (this.state === "ended") return;
     this.goAwaySent = true;
-    this.queueCtrl(frameBytes(FrameType.GOAWAY, 0, this.peerHighest, code, utf8Prefix(debug, MAX_GOAWAY_DEBUG)));
+    this.slots.freeze();
+    this.queueCtrl(frameBytes(FrameType.GOAWAY, 0, this.slots.peerHighest, code, utf8Prefix(debug, MAX_GOAWAY_DEBUG)));
     if (this.state === "open") this.state = "draining";
     this.maybeFinishDrain();
   }
@@ -290,7 +274,7 @@ export class Session implements StreamHost {
     if (this.state === "ended" || n === 0) return;
     const now = this.now();
     const rtt = read ? this.rttMs : 0;
-    if (st && !st.recvDone && !st.ended && this.streams.get(st.id) === st) {
+    if (st && !st.recvDone && !st.ended && this.slots.streams.get(st.id) === st) {
       const d = st.rwin.consume(n, now, rtt);
       if (d > 0) {
         this.queueCtrl(frameBytes(FrameType.WINDOW_UPDATE, 0, st.id, d));
@@ -309,16 +293,7 @@ export class Session implements StreamHost {
 
   /** @internal A stream ended both ways or was reset: forget it, give its slot back. */
   streamEnded(st: Stream): void {
-    if (this.streams.get(st.id) === st) this.streams.delete(st.id);
-    if (!st.local) {
-      const i = this.backlog.indexOf(st);
-      if (i >= 0) {
-        // Reset before the application took it: it never reaches the application.
-        this.backlog.splice(i, 1);
-        this.returnSlot();
-        this.repaySlot(); // it left the backlog
-      } else if (st.taken) this.returnSlot();
-    }
+    this.slots.remove(st);
     this.maybeFinishDrain();
   }
 
@@ -326,13 +301,13 @@ export class Session implements StreamHost {
 
   private queueCtrl(b: Part): void {
     if (this.state === "ended") return;
-    this.ctrl.push(b);
+    this.out.pushCtrl(b);
     this.scheduleFlush();
   }
 
   private queueOrdered(b: Part): void {
     if (this.state === "ended") return;
-    this.ordered.push(b);
+    this.out.pushOrdered(b);
     this.scheduleFlush();
   }
 
@@ -346,64 +321,15 @@ export class Session implements StreamHost {
   flush(): void {
     this.flushScheduled = false;
     if (this.state === "ended") return;
-    if (this.maxStreamsDirty && !this.goAwaySent) this.ctrl.push(frameBytes(FrameType.MAX_STREAMS, 0, 0, this.peerCredit));
-    this.maxStreamsDirty = false;
-    if (this.ctrl.length === 0 && this.ordered.length === 0) return;
-    const parts = this.ctrl.length ? this.ctrl.concat(this.ordered) : this.ordered;
-    this.ctrl = [];
-    this.ordered = [];
-    const max = (this.peerSettings ?? DEFAULT_SETTINGS).maxMessageSize;
-    let i = 0;
-    while (i < parts.length) {
-      let size = 0, j = i;
-      while (j < parts.length && size + parts[j].length <= max) size += parts[j++].length;
-      const only = parts[i];
-      let msg: Uint8Array;
-      if (j === i + 1 && only instanceof Uint8Array) msg = only;
-      else {
-        msg = new Uint8Array(size);
-        let off = 0;
-        for (let k = i; k < j; k++) {
-          const x = parts[k];
-          if (x instanceof Uint8Array) msg.set(x, off);
-          else {
-            msg.set(x.h, off);
-            msg.set(x.p, off + HEADER_LEN);
-          }
-          off += x.length;
-        }
-      }
-      try {
-        this.ws.send(msg);
-        this.sentTotal += msg.length;
-      } catch (e) {
-        this.end(new SessionError(ErrorCode.INTERNAL_ERROR, `WebSocket send failed: ${(e as Error).message}`), 1011, false);
-        return;
-      }
-      i = j;
+    if (this.slots.maxStreamsDirty && !this.goAwaySent) this.out.pushCtrl(frameBytes(FrameType.MAX_STREAMS, 0, 0, this.slots.peerCredit));
+    this.slots.maxStreamsDirty = false;
+    if (this.out.empty) return;
+    const failed = this.out.write((this.peerSettings ?? DEFAULT_SETTINGS).maxMessageSize);
+    if (failed) {
+      this.end(new SessionError(ErrorCode.INTERNAL_ERROR, `WebSocket send failed: ${(failed.thrown as Error).message}`), 1011, false);
+      return;
     }
     this.lastSent = this.now();
-  }
-
-  private returnSlot(): void {
-    if (this.goAwaySent || this.state === "ended") return;
-    this.peerCredit++;
-    this.maxStreamsDirty = true;
-    this.scheduleFlush();
-  }
-
-  private take(st: Stream): void {
-    st.taken = true;
-    if (st.ended) this.returnSlot();
-    this.repaySlot();
-  }
-
-  /** Gives back one slot of a stream refused for a full backlog (onSyn). */
-  private repaySlot(): void {
-    if (this.owedSlots > 0) {
-      this.owedSlots--;
-      this.returnSlot();
-    }
   }
 
   // --- receiving ----------------------------------------------------------
@@ -446,28 +372,12 @@ export class Session implements StreamHost {
     }
   }
 
-  private isOwn(id: number): boolean {
-    return (id & 1) === (this.isClient ? 1 : 0);
-  }
-
-  private isIdle(id: number): boolean {
-    return this.isOwn(id) ? id >= this.nextId : id > this.peerHighest;
-  }
-
   private useless(what: string): void {
     if (!this.uselessBudget.hit()) throw new ProtocolViolation(ErrorCode.ENHANCE_YOUR_CALM, `too many useless frames (${what})`);
   }
 
   private resetHit(what: string): void {
     if (!this.resetBudget.hit()) throw new ProtocolViolation(ErrorCode.ENHANCE_YOUR_CALM, `too many resets (${what})`);
-  }
-
-  /** The live stream f names; throws on an idle id; null for a closed one. */
-  private lookup(f: Frame, name: string): Stream | null {
-    const st = this.streams.get(f.streamId);
-    if (st) return st;
-    if (this.isIdle(f.streamId)) throw new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, `${name} on idle stream ${f.streamId}`);
-    return null;
   }
 
   private onFrame(f: Frame): void {
@@ -488,7 +398,7 @@ export class Session implements StreamHost {
       case FrameType.RST_STREAM:
         return this.onReset(f);
       case FrameType.STOP_SENDING: {
-        const st = this.lookup(f, "STOP_SENDING");
+        const st = this.slots.lookup(f, "STOP_SENDING");
         if (!st || st.sendDone) return this.useless("STOP_SENDING on a finished send side");
         st.stopSending(f.arg);
         return;
@@ -498,9 +408,9 @@ export class Session implements StreamHost {
       case FrameType.GOAWAY:
         return this.onGoAway(f);
       case FrameType.MAX_STREAMS:
-        if (f.arg > this.ownCredit) {
-          this.ownCredit = f.arg;
-          this.wakeAll("open");
+        if (f.arg > this.slots.ownCredit) {
+          this.slots.ownCredit = f.arg;
+          this.slots.wakeOpeners();
         }
         return;
     }
@@ -510,7 +420,7 @@ export class Session implements StreamHost {
     const p = parseSettings(f.payload);
     this.peerSettings = p;
     this.sendCredit = p.initialSessionWindow;
-    this.ownCredit = p.initialMaxStreams;
+    this.slots.ownCredit = p.initialMaxStreams;
     if (this.settingsTimer) clearTimeout(this.settingsTimer);
     const ws = this.settingsWaiters;
     this.settingsWaiters = [];
@@ -523,7 +433,7 @@ export class Session implements StreamHost {
     const n = f.payload.length;
     if (n > this.recvAvail) throw new ProtocolViolation(ErrorCode.FLOW_CONTROL_ERROR, `DATA of ${n} bytes beyond the session window (${this.recvAvail} left)`);
     this.recvAvail -= n;
-    const st = this.lookup(f, "DATA");
+    const st = this.slots.lookup(f, "DATA");
     if (!st) {
       this.consumed(null, n); // a closed stream: discarded, credited back (7.8)
       return;
@@ -545,9 +455,9 @@ export class Session implements StreamHost {
   private onHeaders(f: Frame): void {
     const fields = decodeHeaderBlock(f.payload, this.settings.maxHeaderBytes);
     if (f.flags & Flag.SYN) return this.onSyn(f, fields);
-    const st = this.lookup(f, "HEADERS");
+    const st = this.slots.lookup(f, "HEADERS");
     if (f.flags & Flag.ACK) {
-      if (!this.isOwn(f.streamId)) throw new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, `ACK for stream ${f.streamId} the peer opened`);
+      if (!this.slots.isOwn(f.streamId)) throw new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, `ACK for stream ${f.streamId} the peer opened`);
       if (!st) return; // reset before the answer came (7.2)
       if (st.ackReceived) throw new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, `second ACK for stream ${f.streamId}`);
       st.ackReceived = true;
@@ -567,10 +477,7 @@ export class Session implements StreamHost {
 
   private onSyn(f: Frame, fields: HeaderFields): void {
     const id = f.streamId;
-    if (this.isOwn(id)) throw new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, `SYN with this endpoint's parity (stream ${id})`);
-    if (id <= this.peerHighest) throw new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, `SYN for stream ${id} not above ${this.peerHighest}`);
-    if ((id + 1) >> 1 > this.peerCredit) throw new ProtocolViolation(ErrorCode.STREAM_LIMIT_ERROR, `SYN for stream ${id} beyond the stream credit ${this.peerCredit}`);
-    this.peerHighest = id;
+    this.slots.admit(id);
     const refuse = (code: number, why: string) => {
       this.queueOrdered(frameBytes(FrameType.RST_STREAM, 0, id, code, enc.encode(why)));
     };
@@ -579,15 +486,15 @@ export class Session implements StreamHost {
       return;
     }
     const backlogMax = this.opts.acceptBacklog ?? 64;
-    if (!this.opts.onStream && this.backlog.length >= backlogMax) {
+    if (!this.opts.onStream && this.slots.backlogFull(backlogMax)) {
       // Its slot comes back only as a stream leaves the backlog (7.3):
       // refusals cannot outpace accept(), and are not counted as resets.
       refuse(ErrorCode.REFUSED_STREAM, "accept backlog full");
-      this.owedSlots++;
+      this.slots.owe();
       return;
     }
     const st = new Stream(this, id, false, fields, this.peerSettings!.initialStreamWindow, this.settings.initialStreamWindow, this.maxStreamWindow, this.now());
-    this.streams.set(id, st);
+    this.slots.streams.set(id, st);
     this.queueOrdered(frameBytes(FrameType.HEADERS, Flag.ACK, id, 0));
     if (f.flags & Flag.FIN) st.fin();
     if (this.opts.onStream) {
@@ -595,12 +502,7 @@ export class Session implements StreamHost {
       this.opts.onStream(st);
       return;
     }
-    const w = this.acceptWaiters.shift();
-    if (w) {
-      this.take(st);
-      w[0](st);
-    } else if (!st.ended) this.backlog.push(st);
-    else this.take(st);
+    this.slots.deliver(st);
   }
 
   private onWindowUpdate(f: Frame): void {
@@ -608,17 +510,17 @@ export class Session implements StreamHost {
       if (this.sendCredit + f.arg > MAX_U31) throw new ProtocolViolation(ErrorCode.FLOW_CONTROL_ERROR, "session credit over 2^31-1");
       this.sendCredit += f.arg;
       this.stalledSince = -1;
-      this.wakeAll("session");
+      this.wakeSessionWaiters();
       return;
     }
-    const st = this.lookup(f, "WINDOW_UPDATE");
+    const st = this.slots.lookup(f, "WINDOW_UPDATE");
     if (!st) return this.useless("WINDOW_UPDATE on a closed stream");
     if (st.sendCredit + f.arg > MAX_U31) throw new ProtocolViolation(ErrorCode.FLOW_CONTROL_ERROR, `credit of stream ${st.id} over 2^31-1`);
     st.addCredit(f.arg);
   }
 
   private onReset(f: Frame): void {
-    const st = this.lookup(f, "RST_STREAM");
+    const st = this.slots.lookup(f, "RST_STREAM");
     if (!st) return this.useless("RST_STREAM on a closed stream");
     if (!st.local && this.now() - st.openedAt < 1000 && st.exchanged < 1024) this.resetHit("stream reset right after it opened");
     const reason = new TextDecoder().decode(f.payload);
@@ -648,11 +550,11 @@ export class Session implements StreamHost {
     }
     this.goAwayRecvSeen = true;
     this.goAwayRecv = Math.min(this.goAwayRecv, f.streamId);
-    for (const st of [...this.streams.values()])
+    for (const st of [...this.slots.streams.values()])
       if (st.local && st.id > this.goAwayRecv)
         st.terminate(new StreamResetError(st.id, ErrorCode.REFUSED_STREAM, `stream ${st.id} not processed: the peer is going away (retry on a new session)`, true), false);
     if (this.state === "open") this.state = "draining";
-    this.wakeAll("open");
+    this.slots.wakeOpeners();
     this.maybeFinishDrain();
   }
 
@@ -668,20 +570,14 @@ export class Session implements StreamHost {
     return new Promise((res, rej) => this.settingsWaiters.push([res, rej]));
   }
 
-  private wakeAll(which: "open" | "session"): void {
-    if (which === "open") {
-      const ws = this.openWaiters;
-      this.openWaiters = [];
-      for (const w of ws) w();
-      return;
-    }
+  private wakeSessionWaiters(): void {
     const ws = this.sessionWaiters;
     this.sessionWaiters = [];
     for (const w of ws) w();
   }
 
   private maybeFinishDrain(): void {
-    if (this.state !== "draining" || this.streams.size > 0) return;
+    if (this.state !== "draining" || this.slots.streams.size > 0) return;
     // Nothing left: the endpoint with nothing more to send closes with 1000 (9.4).
     this.end(null, 1000, true);
   }
@@ -689,13 +585,8 @@ export class Session implements StreamHost {
   private onTick(ka: number, kt: number, stall: number, wt: number): void {
     if (this.state === "ended") return;
     const t = this.now();
-    // Progress: bytes leaving the WebSocket's send buffer (a buffer that
-    // grows while it drains is progress too).
-    const buffered = this.ws.bufferedAmount ?? 0;
-    const out = this.sentTotal - buffered;
-    if (buffered === 0 || out > this.sentOut) this.sendProgress = t;
-    this.sentOut = Math.max(this.sentOut, out);
-    if (wt > 0 && buffered > 0 && t - this.sendProgress >= wt) {
+    const buffered = this.out.stuck(t, wt);
+    if (buffered > 0) {
       this.fail(new ProtocolViolation(ErrorCode.STALL_TIMEOUT, `the connection took none of ${buffered} queued bytes for ${wt} ms`));
       return;
     }
@@ -726,11 +617,10 @@ export class Session implements StreamHost {
   /** Session error (9.5): GOAWAY(code) as the last frame, then the close. */
   private fail(e: ProtocolViolation, status = closeStatus(e.code)): void {
     if (this.state === "ended") return;
-    this.ctrl = [];
-    this.ordered = [];
-    this.maxStreamsDirty = false;
+    this.out.clear();
+    this.slots.maxStreamsDirty = false;
     try {
-      this.ws.send(frameBytes(FrameType.GOAWAY, 0, this.peerHighest, e.code, utf8Prefix(e.message, MAX_GOAWAY_DEBUG)));
+      this.ws.send(frameBytes(FrameType.GOAWAY, 0, this.slots.peerHighest, e.code, utf8Prefix(e.message, MAX_GOAWAY_DEBUG)));
     } catch {
       // the connection is gone already
     }
@@ -745,16 +635,13 @@ export class Session implements StreamHost {
     if (this.settingsTimer) clearTimeout(this.settingsTimer);
     if (this.timer) clearInterval(this.timer);
     const streamErr = err ?? new SessionError(ErrorCode.CANCEL, remoteStatus ? `the session closed (WebSocket close ${remoteStatus})` : "the session closed", remoteStatus !== 0);
-    for (const st of [...this.streams.values()]) st.terminate(streamErr, false);
-    this.streams.clear();
-    for (const [, rej] of this.acceptWaiters) rej(streamErr);
-    this.acceptWaiters = [];
+    this.slots.close(streamErr);
     for (const [, rej] of this.settingsWaiters) rej(streamErr);
     this.settingsWaiters = [];
     this.pingOut?.reject(streamErr);
     this.pingOut = null;
-    this.wakeAll("open");
-    this.wakeAll("session");
+    this.slots.wakeOpeners();
+    this.wakeSessionWaiters();
     if (status) {
       try {
         this.ws.close(status);
