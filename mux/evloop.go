@@ -383,6 +383,17 @@ func (c *evConn) consume(b []byte) {
 			s.e.Feed(payload, s.now())
 			c.fedSmall = c.fedSmall || len(payload) <= yieldMessage
 			c.parser.Done()
+			if len(payload) > yieldMessage && s.e.HasEvents() {
+				// A bulk message woke a Read: let it run and lend its
+				// buffer again before the next message is fed, so that
+				// one lands in it rather than in the receive queue.
+				s.unlock()
+				locked = false
+				if s.res != nil {
+					s.confirmed()
+				}
+				runtime.Gosched()
+			}
 		case wsnb.Ping:
 			if !c.closeSent {
 				c.pongLen = uint8(copy(c.ctlBuf().pong[:], payload))
