@@ -8,7 +8,9 @@
 //     net/http's http.Header semantics. Their bodies are in the subpackage
 //     framefuzz, which imports only frame, so frame's tests do not build mux;
 //   - FlowProgram: flow-control credit (native target in flow/fuzz_test.go),
-//     its body in the subpackage flowfuzz, which imports only flow;
+//     its body in the subpackage flowfuzz, which imports only flow and
+//     internal/program (the program reader every harness here uses, which
+//     imports nothing);
 //   - Session: a hostile peer's script against a real mux.Session;
 //   - SessionPair: two real sessions driven by a random program, every byte
 //     checked (both native targets in this package's session_test.go, run in

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/fuzz/internal/program"
 	"github.com/wsmux/wsmux/internal/loopback"
 	"github.com/wsmux/wsmux/mux"
 )
@@ -161,7 +162,7 @@ type pairStream struct {
 }
 
 type pair struct {
-	in    *flowInput
+	in    *program.Reader
 	clk   Clock
 	cfg   [2]*mux.Config
 	sess  [2]*mux.Session
@@ -174,12 +175,12 @@ type pair struct {
 }
 
 func newPair(data []byte, clk Clock) *pair {
-	in := &flowInput{b: data}
+	in := program.New(data)
 	p := &pair{in: in, clk: clk, byID: map[uint32]*pairStream{}}
-	p.cfg[0] = pairConfig(in.u8(), clk)
-	p.cfg[1] = pairConfig(in.u8(), clk)
-	in.u8()
-	in.u8()
+	p.cfg[0] = pairConfig(in.U8(), clk)
+	p.cfg[1] = pairConfig(in.U8(), clk)
+	in.U8()
+	in.U8()
 	return p
 }
 
@@ -376,8 +377,8 @@ func (p *pair) pick(k byte, side int) *endpoint {
 func (p *pair) program() {
 	in := p.in
 	seq := 0
-	for in.more() {
-		op := in.u8()
+	for in.More() {
+		op := in.U8()
 		side := int(op >> 3 & 1)
 		switch op & 7 {
 		case pairOpen:
@@ -405,8 +406,8 @@ func (p *pair) program() {
 			p.mu.Unlock()
 			rec.ends[side].start(st)
 		case pairWrite:
-			e := p.pick(in.u8(), side)
-			n := int(in.u16())
+			e := p.pick(in.U8(), side)
+			n := int(in.U16())
 			if e == nil || p.total+n > maxPairBytes {
 				continue
 			}
@@ -415,14 +416,14 @@ func (p *pair) program() {
 			e.push(pairCmd{n: n})
 			p.mu.Unlock()
 		case pairClose:
-			if e := p.pick(in.u8(), side); e != nil {
+			if e := p.pick(in.U8(), side); e != nil {
 				p.mu.Lock()
 				e.push(pairCmd{close: true})
 				p.mu.Unlock()
 			}
 		case pairReset:
-			e := p.pick(in.u8(), side)
-			code := frame.ErrorCode(0x1000 | uint32(in.u8()))
+			e := p.pick(in.U8(), side)
+			code := frame.ErrorCode(0x1000 | uint32(in.U8()))
 			if st := p.started(e); st != nil {
 				p.mu.Lock()
 				e.rec.aborted = true
@@ -430,16 +431,16 @@ func (p *pair) program() {
 				_ = st.Reset(code)
 			}
 		case pairStall:
-			if e := p.pick(in.u8(), side); e != nil {
+			if e := p.pick(in.U8(), side); e != nil {
 				p.mu.Lock()
 				e.stalled = op&0x10 == 0
 				e.cmdCond.Broadcast()
 				p.mu.Unlock()
 			}
 		case pairWait:
-			p.sleep(time.Duration(in.u8()) * time.Millisecond << (op >> 3 & 7))
+			p.sleep(time.Duration(in.U8()) * time.Millisecond << (op >> 3 & 7))
 		case pairCloseRead:
-			e := p.pick(in.u8(), side)
+			e := p.pick(in.U8(), side)
 			if st := p.started(e); st != nil {
 				p.mu.Lock()
 				e.rec.aborted = true
@@ -451,7 +452,7 @@ func (p *pair) program() {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				_, _ = p.sess[side].Ping(ctx)
 				cancel()
-			} else if st := p.started(p.pick(in.u8(), side)); st != nil {
+			} else if st := p.started(p.pick(in.U8(), side)); st != nil {
 				st.SetInteractive(op&0x20 != 0)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/fuzz/internal/program"
 	"github.com/wsmux/wsmux/fuzz/wsref"
 	"github.com/wsmux/wsmux/mux"
 )
@@ -152,7 +153,7 @@ func sessionConfig(profile byte, clk Clock, h *hostile) *mux.Config {
 
 // hostile is one run of a Session script.
 type hostile struct {
-	in     *flowInput
+	in     *program.Reader
 	clk    Clock
 	client bool // the session's role
 	cfg    *mux.Config
@@ -179,9 +180,9 @@ type hostile struct {
 }
 
 func newHostile(data []byte, clk Clock) *hostile {
-	in := &flowInput{b: data}
-	flags := in.u8()
-	seed := in.u8()
+	in := program.New(data)
+	flags := in.U8()
+	seed := in.U8()
 	h := &hostile{
 		in:       in,
 		clk:      clk,
@@ -370,24 +371,19 @@ func (h *hostile) message(payload []byte, parts int) {
 
 func (h *hostile) script() {
 	in := h.in
-	for in.more() && h.werr == nil {
-		op := in.u8()
+	for in.More() && h.werr == nil {
+		op := in.U8()
 		switch op & 7 {
 		case opMessage:
-			n := int(in.u16())
-			n = min(n, len(in.b))
-			payload := append(h.pend, in.b[:n]...)
-			in.b = in.b[n:]
+			payload := append(h.pend, in.Bytes(int(in.U16()))...)
 			h.pend = nil
 			h.message(payload, 1+int(op>>3&3))
 		case opControl:
-			n := int(in.u8())
+			n := int(in.U8())
 			if op&0x80 == 0 {
 				n %= 126
 			}
-			n = min(n, len(in.b))
-			p := in.b[:n]
-			in.b = in.b[n:]
+			p := in.Bytes(n)
 			code := [3]byte{9, 10, 8}[int(op>>3)%3]
 			if code == 8 {
 				h.mu.Lock()
@@ -396,21 +392,20 @@ func (h *hostile) script() {
 			}
 			h.write(wsref.AppendFrame(nil, true, code, h.mask, h.key, p))
 		case opRaw:
-			n := min(int(in.u8()), len(in.b))
+			p := in.Bytes(int(in.U8()))
 			h.mu.Lock()
 			h.model.loseRaw()
 			h.mu.Unlock()
-			h.write(in.b[:n])
-			in.b = in.b[n:]
+			h.write(p)
 		case opWait:
-			h.sleep(time.Duration(in.u8()) * 10 * time.Millisecond << (op >> 3 & 7))
+			h.sleep(time.Duration(in.U8()) * 10 * time.Millisecond << (op >> 3 & 7))
 			h.checkLive()
 		case opOpen:
-			h.open(int(in.u16()))
+			h.open(int(in.U16()))
 		case opFrame:
 			h.frame(op)
 		case opApp:
-			h.app(op, in.u8())
+			h.app(op, in.U8())
 		case opFlush:
 			if len(h.pend) > 0 {
 				p := h.pend
@@ -449,9 +444,9 @@ func (h *hostile) frame(op byte) {
 	var err error
 	switch op >> 3 & 7 {
 	case 0:
-		id := h.peerID(in.u8())
+		id := h.peerID(in.U8())
 		var block []byte
-		hs := headerSets[int(in.u8())%len(headerSets)]
+		hs := headerSets[int(in.U8())%len(headerSets)]
 		if len(hs) > 0 {
 			lim := frame.DefaultBlockLimits()
 			block, _ = frame.AppendHeaderBlock(nil, hs, &lim)
@@ -462,27 +457,27 @@ func (h *hostile) frame(op byte) {
 		}
 		b, err = frame.AppendHeadersBlock(h.pend, id, flags, block)
 	case 1:
-		id := uint32(in.u8())
-		n := int(in.u16())
+		id := uint32(in.U8())
+		n := int(in.U16())
 		b, err = frame.AppendData(h.pend, id, bit7, pattern(id, 0, n))
 	case 2:
-		b, err = frame.AppendWindowUpdate(h.pend, uint32(in.u8()), in.u32())
+		b, err = frame.AppendWindowUpdate(h.pend, uint32(in.U8()), in.U32())
 	case 3:
-		b, err = frame.AppendRSTStream(h.pend, uint32(in.u8()), frame.ErrorCode(in.u8()), "")
+		b, err = frame.AppendRSTStream(h.pend, uint32(in.U8()), frame.ErrorCode(in.U8()), "")
 	case 4:
-		b, err = frame.AppendStopSending(h.pend, uint32(in.u8()), frame.ErrorCode(in.u8()))
+		b, err = frame.AppendStopSending(h.pend, uint32(in.U8()), frame.ErrorCode(in.U8()))
 	case 5:
-		b = frame.AppendPing(h.pend, bit7, uint32(in.u8()))
+		b = frame.AppendPing(h.pend, bit7, uint32(in.U8()))
 	case 6:
-		b, err = frame.AppendGoAway(h.pend, uint32(in.u8()), frame.ErrorCode(in.u8()), "")
+		b, err = frame.AppendGoAway(h.pend, uint32(in.U8()), frame.ErrorCode(in.U8()), "")
 	case 7:
 		if !bit7 {
-			b, err = frame.AppendMaxStreams(h.pend, in.u32())
+			b, err = frame.AppendMaxStreams(h.pend, in.U32())
 			break
 		}
 		var s frame.Settings
-		for n := in.u8() % 9; n > 0; n-- {
-			_ = s.Set(frame.SettingID(in.u8()%9), in.u32())
+		for n := in.U8() % 9; n > 0; n-- {
+			_ = s.Set(frame.SettingID(in.U8()%9), in.U32())
 		}
 		b = frame.AppendSettings(h.pend, &s)
 	}

@@ -383,9 +383,9 @@ func (s *Session) writeError(err error) bool {
 // else is queued. A larger one does so only when its stream is the only
 // one with DATA to send and has no write deadline: one bulk stream then
 // saves the two goroutine handoffs of waking the writer and waiting for it
-// (docs/performance-history.md, "Direct writes"), its caller waiting on the socket
-// as a yamux or x/net/http2 Write does, and a Write's goroutine never
-// writes other streams' bulk. A deadline cannot bound a socket write under
+// (docs/performance-history.md, "Direct writes"), its caller waiting on the
+// socket as a yamux or x/net/http2 Write does, and a Write's goroutine
+// never writes other streams' bulk. A deadline cannot bound a socket write under
 // way (stopping inside a WebSocket message would break the connection),
 // and a small write seldom finds the socket full.
 const directWriteMax = 4 << 10

@@ -387,11 +387,8 @@ func (c *evConn) consume(b []byte) {
 				// A bulk message woke a Read: let it run and lend its
 				// buffer again before the next message is fed, so that
 				// one lands in it rather than in the receive queue.
-				s.unlock()
+				c.unlockFed()
 				locked = false
-				if s.res != nil {
-					s.confirmed()
-				}
 				runtime.Gosched()
 			}
 		case wsnb.Ping:
@@ -409,10 +406,7 @@ func (c *evConn) consume(b []byte) {
 		}
 	}
 	if locked {
-		s.unlock()
-		if s.res != nil {
-			s.confirmed() // the first message after a resume retires its token
-		}
+		c.unlockFed()
 	}
 	if c.detached {
 		return // the parser was reset with the connection
@@ -423,6 +417,13 @@ func (c *evConn) consume(b []byte) {
 	} else if !p {
 		c.wasPartial = false
 	}
+}
+
+// unlockFed releases the session after feeding it messages: the first
+// message after a resume retires the token the resume used.
+func (c *evConn) unlockFed() {
+	c.s.unlock()
+	c.s.confirmed()
 }
 
 // readEnd ends the receive direction after err (EOF, a read error, the

@@ -22,9 +22,12 @@ if [ -d mux/internal/engine ]; then
   if [ -n "$bad" ]; then echo "layering: the engine starts goroutines or reads the clock:"; echo "$bad"; fail=1; fi
 fi
 # frame's and flow's tests build neither mux nor the session harnesses (package fuzz): their fuzz
-# targets use the subpackages fuzz/framefuzz and fuzz/flowfuzz, which import only frame or flow.
+# targets use the subpackages fuzz/framefuzz and fuzz/flowfuzz, which import only frame or flow
+# and fuzz/internal/program, the harnesses' program reader, which imports nothing of the module.
 for p in frame flow; do
-  bad=$(go list -deps -test "./$p/" | grep -E "^$mod/(mux|fuzz)(/| |\$)" | grep -vE "^$mod/fuzz/${p}fuzz( |\$)" || true)
+  bad=$(go list -deps -test "./$p/" | grep -E "^$mod/(mux|fuzz)(/| |\$)" | grep -vE "^$mod/fuzz/(${p}fuzz|internal/program)( |\$)" || true)
   if [ -n "$bad" ]; then echo "layering: $p's tests build $bad"; fail=1; fi
 done
+bad=$(go list -deps ./fuzz/internal/program/ | grep -E "^$mod/" | grep -v "^$mod/fuzz/internal/program\$" || true)
+if [ -n "$bad" ]; then echo "layering: fuzz/internal/program imports $bad"; fail=1; fi
 exit $fail

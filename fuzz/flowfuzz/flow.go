@@ -1,5 +1,6 @@
 // Package flowfuzz holds the flow-control fuzz harness, FlowProgram. It
-// imports only flow and the standard library, so flow's own tests
+// imports only flow, fuzz/internal/program (which imports nothing) and the
+// standard library, so flow's own tests
 // (flow/fuzz_test.go) run it without building mux; package fuzz re-exports
 // it beside the session harnesses and their go-fuzz entries.
 package flowfuzz
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wsmux/wsmux/flow"
+	"github.com/wsmux/wsmux/fuzz/internal/program"
 )
 
 // maxFlowOps bounds the length of one FlowProgram run.
@@ -44,13 +46,13 @@ func RunFlowProgram(data []byte) (ops int, err error) { return runFlowProgram(da
 // runFlowProgram is FlowProgram that also counts the operations it ran.
 func runFlowProgram(data []byte) (ops int, err error) {
 	var p flowProg
-	in := &flowInput{b: data}
+	in := &flowInput{program.New(data)}
 	p.setup(in)
 	if err := p.check("init"); err != nil {
 		return 0, err
 	}
-	for ; ops < maxFlowOps && in.more(); ops++ {
-		op := in.u8()
+	for ; ops < maxFlowOps && in.More(); ops++ {
+		op := in.U8()
 		if err := p.step(op, in); err != nil {
 			return ops, fmt.Errorf("op %d (code %d): %w", ops, op%flowOpCount, err)
 		}
@@ -87,13 +89,13 @@ type flowProg struct {
 }
 
 func (p *flowProg) setup(in *flowInput) {
-	switch sel := in.u8(); sel % 4 {
+	switch sel := in.U8(); sel % 4 {
 	case 0:
 		p.budget = nil
 	case 1:
 		p.budget = &flowBudget{limit: math.MaxInt64}
 	case 2:
-		p.budget = &flowBudget{limit: int64(in.u32())}
+		p.budget = &flowBudget{limit: int64(in.U32())}
 	default:
 		p.budget = &flowBudget{limit: 0}
 	}
@@ -103,7 +105,7 @@ func (p *flowProg) setup(in *flowInput) {
 
 func (p *flowProg) reinit(in *flowInput) {
 	cfg := flow.ReceiverConfig{Initial: in.window()}
-	if sel := in.u8(); sel&0x80 != 0 {
+	if sel := in.U8(); sel&0x80 != 0 {
 		m := uint64(cfg.Initial) << (sel & 7)
 		cfg.Max = uint32(min(m, math.MaxUint32))
 	} else {

@@ -1,37 +1,25 @@
 package flowfuzz
 
-import "github.com/wsmux/wsmux/flow"
+import (
+	"github.com/wsmux/wsmux/flow"
+	"github.com/wsmux/wsmux/fuzz/internal/program"
+)
 
-// A flow program's operands: flowInput reads bytes, sizes and windows from
-// the fuzz input, and zeros past its end.
+// A flow program's operands: the bytes and words of program.Reader, and the
+// sizes and windows flowInput adds.
 
 // flowInput reads operands from the program; past the end it yields zeros.
-type flowInput struct{ b []byte }
-
-func (in *flowInput) more() bool { return len(in.b) > 0 }
-
-func (in *flowInput) u8() byte {
-	if len(in.b) == 0 {
-		return 0
-	}
-	v := in.b[0]
-	in.b = in.b[1:]
-	return v
-}
-
-func (in *flowInput) u16() uint16 { return uint16(in.u8())<<8 | uint16(in.u8()) }
-
-func (in *flowInput) u32() uint32 { return uint32(in.u16())<<16 | uint32(in.u16()) }
+type flowInput struct{ *program.Reader }
 
 // size reads a byte count below 2^31, spread over all magnitudes.
 func (in *flowInput) size() int64 {
-	v := int64(in.u16())
-	return v << (in.u8() & 15)
+	v := int64(in.U16())
+	return v << (in.U8() & 15)
 }
 
 // window reads a window size, favouring the interesting ones.
 func (in *flowInput) window() uint32 {
-	switch in.u8() % 8 {
+	switch in.U8() % 8 {
 	case 0:
 		return 0
 	case 1:
@@ -47,6 +35,6 @@ func (in *flowInput) window() uint32 {
 	case 6:
 		return flow.MaxWindow
 	default:
-		return in.u32()
+		return in.U32()
 	}
 }

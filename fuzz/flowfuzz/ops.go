@@ -45,8 +45,8 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 	case flowOpCheat:
 		s := p.snap()
 		var n int64
-		if k := int8(in.u8()); k == math.MinInt8 {
-			n = int64(in.u32())
+		if k := int8(in.U8()); k == math.MinInt8 {
+			n = int64(in.U32())
 		} else {
 			n = max(s.o+int64(k), 0)
 		}
@@ -80,7 +80,7 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 		}
 
 	case flowOpRawGrant:
-		sel := in.u8()
+		sel := in.U8()
 		if sel%3 == 0 {
 			n := in.size()
 			a := p.raw.Available()
@@ -93,7 +93,7 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 		a, debt := p.raw.Available(), p.raw.Debt()
 		if sel%3 == 2 {
 			// A change of the initial window: up to MaxWindow either way.
-			delta := int64(in.u32()) - int64(in.u32())
+			delta := int64(in.U32()) - int64(in.U32())
 			delta = max(min(delta, flow.MaxWindow), -flow.MaxWindow)
 			err := p.raw.Adjust(delta)
 			wantAvail, wantDebt := a, debt
@@ -114,7 +114,7 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 			}
 			return nil
 		}
-		d := in.u32()
+		d := in.U32()
 		err := p.raw.Grant(d)
 		paid := min(debt, int64(d))
 		var want error
@@ -136,7 +136,7 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 
 	case flowOpEnsure:
 		var w uint32
-		if sel := in.u8(); sel&1 == 0 {
+		if sel := in.U8(); sel&1 == 0 {
 			w = in.window()
 		} else {
 			w = uint32(min(uint64(p.r.Window())*uint64(sel>>1), math.MaxUint32))
@@ -159,8 +159,8 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 		p.announce(delta)
 
 	case flowOpTime:
-		sel := in.u8()
-		d := time.Duration(in.u16()) << (sel & 31)
+		sel := in.U8()
+		d := time.Duration(in.U16()) << (sel & 31)
 		if sel&0xe0 == 0xe0 {
 			p.now -= d / 16 // a clock that misbehaves must not break anything
 		} else {
@@ -168,24 +168,24 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 		}
 
 	case flowOpRTT:
-		switch sel := in.u8(); sel % 8 {
+		switch sel := in.U8(); sel % 8 {
 		case 0:
 			p.rtt = 0
 		case 1:
-			p.rtt = -time.Duration(in.u16())
+			p.rtt = -time.Duration(in.U16())
 		default:
-			p.rtt = time.Duration(in.u16()) << (sel >> 3)
+			p.rtt = time.Duration(in.U16()) << (sel >> 3)
 		}
 
 	case flowOpBudget:
 		if p.budget == nil {
 			return nil
 		}
-		switch sel := in.u8(); sel % 4 {
+		switch sel := in.U8(); sel % 4 {
 		case 0:
 			p.budget.refuse = !p.budget.refuse
 		case 1:
-			p.budget.limit = p.budget.used + int64(in.u32())
+			p.budget.limit = p.budget.used + int64(in.U32())
 		case 2:
 			p.budget.limit = p.budget.used // no more growth
 		default:
@@ -195,7 +195,7 @@ func (p *flowProg) step(op byte, in *flowInput) error {
 	case flowOpDiscard:
 		s := p.snap()
 		var n int64
-		switch sel := in.u8(); sel & 7 {
+		switch sel := in.U8(); sel & 7 {
 		case 7:
 			// A cheating peer; only at Outstanding == MaxWindow does the
 			// clamp make it an honest use of credit still in flight.
@@ -333,8 +333,8 @@ func (p *flowProg) read(n int64) error {
 // above Max, near the current window, and arbitrary. It always reads three
 // operand bytes. SetLimit itself changes nothing but the ceiling.
 func (p *flowProg) setLimit(kind byte, in *flowInput) error {
-	v := int64(in.u16())
-	k := in.u8()
+	v := int64(in.U16())
+	k := in.U8()
 	w := int64(p.r.Window())
 	var l int64
 	switch kind & 15 {
