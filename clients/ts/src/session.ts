@@ -86,7 +86,12 @@ export class Session implements StreamHost {
     }
     if (opts.keepaliveHintMs !== undefined) s.keepaliveHintMs = opts.keepaliveHintMs;
     this.settings = s;
-    this.slots = new Slots(isClient, s.initialMaxStreams, () => this.scheduleFlush());
+    this.slots = new Slots(
+      isClient,
+      s.initialMaxStreams,
+      () => !this.goAwaySent && this.state !== "ended",
+      () => this.scheduleFlush(),
+    );
     this.recvAvail = s.initialSessionWindow;
     const maxWindow = (v: number | undefined, def: number, initial: number) => Math.min(Math.max(v ?? def, initial), MAX_U31);
     this.maxStreamWindow = maxWindow(opts.maxStreamWindow, 16 << 20, s.initialStreamWindow);
@@ -202,7 +207,6 @@ export class Session implements StreamHost {
   goAway(code: number = ErrorCode.NO_ERROR, debug = ""): void {
     if (this.state === "ended") return;
     this.goAwaySent = true;
-    this.slots.freeze();
     this.queueCtrl(frameBytes(FrameType.GOAWAY, 0, this.slots.peerHighest, code, utf8Prefix(debug, MAX_GOAWAY_DEBUG)));
     if (this.state === "open") this.state = "draining";
     this.maybeFinishDrain();

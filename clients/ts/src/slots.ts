@@ -25,13 +25,15 @@ export class Slots {
   /** Slots of streams refused for a full backlog, given back as streams leave it. */
   private owedSlots = 0;
   private openWaiters: Array<() => void> = [];
-  /** No slot goes back once this endpoint sent GOAWAY or the session ended. */
-  private frozen = false;
-
-  /** slotBack: a slot went back to the peer, a MAX_STREAMS is due. */
+  /**
+   * givesBack: whether slots still go back to the peer (not once this
+   * endpoint sent GOAWAY or the session ended); slotBack: a slot went back,
+   * a MAX_STREAMS is due.
+   */
   constructor(
     private readonly isClient: boolean,
     peerCredit: number,
+    private readonly givesBack: () => boolean,
     private readonly slotBack: () => void,
   ) {
     this.nextId = isClient ? 1 : 2;
@@ -139,14 +141,8 @@ export class Slots {
     }
   }
 
-  /** This endpoint sent GOAWAY: no slot goes back from here. */
-  freeze(): void {
-    this.frozen = true;
-  }
-
-  /** The session ended with err: no slot goes back, the streams end with err, accept() calls waiting reject. */
+  /** The session ended with err: the streams end with err, accept() calls waiting reject. */
   close(err: WsmuxError): void {
-    this.frozen = true;
     for (const st of [...this.streams.values()]) st.terminate(err, false);
     this.streams.clear();
     for (const [, rej] of this.acceptWaiters) rej(err);
@@ -154,7 +150,7 @@ export class Slots {
   }
 
   private returnSlot(): void {
-    if (this.frozen) return;
+    if (!this.givesBack()) return;
     this.peerCredit++;
     this.maxStreamsDirty = true;
     this.slotBack();
