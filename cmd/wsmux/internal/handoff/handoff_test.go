@@ -70,10 +70,17 @@ func start(t *testing.T, mod func(*Config)) *env {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Serve() }()
+	api := apiProxy(t, cl)
 	ctl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tg, ok := controller.TargetFromRequest(r)
-		if r.Header.Get("Authorization") != "Bearer "+ctlToken || !ok {
+		if r.Header.Get("Authorization") != "Bearer "+ctlToken {
 			http.Error(w, "controller: unauthorized", http.StatusUnauthorized)
+			return
+		}
+		tg, ok := controller.TargetFromRequest(r)
+		if !ok || r.Header.Get("Upgrade") == "" {
+			// What kubectl asks before a stream (discovery, the pod):
+			// the controller's own proxy, not the gateway's business.
+			api.ServeHTTP(w, r)
 			return
 		}
 		if err := controller.HandoffHTTP(w, r, cfg.Path, controller.User{Name: "alice", Groups: []string{"dev"}}, tg); err != nil {
