@@ -1,20 +1,14 @@
 package gateway
 
 import (
-	"crypto/tls"
-	"log/slog"
-	"net/http/httptest"
-
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
-	"github.com/wsmux/wsmux/adapters/bridge"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/clustertest"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
 	"io"
+	"log/slog"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -26,6 +20,12 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
+
+	"github.com/wsmux/wsmux/adapters/bridge"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/clustertest"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
 )
 
 func (e *kubectlEnv) restConfig(token string) *rest.Config {
@@ -135,7 +135,7 @@ func TestClientGoTunnelingPortForward(t *testing.T) {
 	ports, _ := pf.GetPorts()
 	errs := make(chan error, 8)
 	for i := range 8 {
-		go func() { errs <- echoThrough("127.0.0.1:"+strconv.Itoa(int(ports[i%2].Local)), 4<<20) }()
+		go func() { errs <- testnet.EchoThrough("127.0.0.1:"+strconv.Itoa(int(ports[i%2].Local)), 4<<20) }()
 	}
 	for range 8 {
 		if err := <-errs; err != nil {
@@ -193,7 +193,7 @@ func TestWebSocketClientsOverWsmuxUpstream(t *testing.T) {
 		t.Fatalf("port-forward: %v", err)
 	}
 	ports, _ := pf.GetPorts()
-	if err := echoThrough("127.0.0.1:"+strconv.Itoa(int(ports[0].Local)), 1<<20); err != nil {
+	if err := testnet.EchoThrough("127.0.0.1:"+strconv.Itoa(int(ports[0].Local)), 1<<20); err != nil {
 		t.Error(err)
 	}
 	close(stop)

@@ -1,21 +1,17 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/pem"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -91,17 +87,7 @@ func (e *kubectlEnv) run(t *testing.T, token string, env []string, stdin io.Read
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := e.cmd(ctx, token, env, args...)
-	var out, errb bytes.Buffer
-	c.Stdin, c.Stdout, c.Stderr = stdin, &out, &errb
-	err := c.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("kubectl %v: %v", args, err)
-	}
-	return out.String(), errb.String(), code
+	return testnet.RunCmd(t, e.cmd(ctx, token, env, args...), stdin)
 }
 
 var (
@@ -219,32 +205,8 @@ func TestKubectlPortForward(t *testing.T) {
 					t.Errorf("%s port-forward sessions: %v, want 1 (no fallback)", mode.name, n)
 				}
 			}()
-			ctx, cancel := context.WithCancel(context.Background())
-			c := e.cmd(ctx, "alice-token", mode.env, "port-forward", "-n", "a", "pod/web-0", ":8080", ":9090")
-			var errb bytes.Buffer
-			c.Stderr = &errb
-			stdout, _ := c.StdoutPipe()
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { cancel(); _ = c.Wait() }()
-			// "Forwarding from 127.0.0.1:PORT -> 8080", one line per port.
-			re := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)`)
-			var addrs []string
-			buf := make([]byte, 4096)
-			var seen string
-			for len(addrs) < 2 {
-				n, err := stdout.Read(buf)
-				if err != nil {
-					t.Fatalf("kubectl port-forward: %v; stdout %q, stderr %q", err, seen, errb.String())
-				}
-				seen += string(buf[:n])
-				addrs = addrs[:0]
-				for _, m := range re.FindAllStringSubmatch(seen, -1) {
-					addrs = append(addrs, "127.0.0.1:"+m[1])
-				}
-			}
-			go io.Copy(io.Discard, stdout) // "Handling connection for ..."
+			addrs, stop := e.portForward(t, mode.env, "-n", "a", "pod/web-0", ":8080", ":9090")
+			defer stop()
 			const conns, size = 16, 8 << 20
 			var wg sync.WaitGroup
 			errs := make(chan error, conns)
@@ -252,7 +214,7 @@ func TestKubectlPortForward(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					errs <- echoThrough(addrs[i%2], size)
+					errs <- testnet.EchoThrough(addrs[i%2], size)
 				}()
 			}
 			wg.Wait()
@@ -270,64 +232,14 @@ func TestKubectlPortForward(t *testing.T) {
 // addresses it printed, and a func that stops it.
 func (e *kubectlEnv) portForward(t *testing.T, env []string, args ...string) ([]string, func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	c := e.cmd(ctx, "alice-token", env, append([]string{"port-forward"}, args...)...)
-	var errb bytes.Buffer
-	c.Stderr = &errb
-	stdout, _ := c.StdoutPipe()
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stop := func() { cancel(); _ = c.Wait() }
 	want := 0
 	for _, a := range args {
 		if strings.Contains(a, ":") && !strings.Contains(a, "/") {
 			want++
 		}
 	}
-	re := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)`)
-	var addrs []string
-	buf := make([]byte, 4096)
-	var seen string
-	for len(addrs) < want {
-		n, err := stdout.Read(buf)
-		if err != nil {
-			stop()
-			t.Fatalf("kubectl port-forward: %v; stdout %q, stderr %q", err, seen, errb.String())
-		}
-		seen += string(buf[:n])
-		addrs = addrs[:0]
-		for _, m := range re.FindAllStringSubmatch(seen, -1) {
-			addrs = append(addrs, "127.0.0.1:"+m[1])
-		}
-	}
-	go io.Copy(io.Discard, stdout)
-	return addrs, stop
-}
-
-// echoThrough sends size random bytes through addr (the cluster echoes
-// them) and checks what comes back.
-func echoThrough(addr string, size int) error {
-	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(60 * time.Second))
-	data := make([]byte, size)
-	rand.Read(data)
-	go func() {
-		c.Write(data)
-		c.(*net.TCPConn).CloseWrite()
-	}()
-	got, err := io.ReadAll(c)
-	if err != nil {
-		return fmt.Errorf("%s: %v after %d bytes", addr, err, len(got))
-	}
-	if sum(got) != sum(data) {
-		return fmt.Errorf("%s: %d bytes back of %d, sha256 differs", addr, len(got), size)
-	}
-	return nil
+	ctx, cancel := context.WithCancel(context.Background())
+	return testnet.PortForward(t, e.cmd(ctx, "alice-token", env, append([]string{"port-forward"}, args...)...), cancel, want)
 }
 
 // TestKubectlExecTTY: kubectl exec -it on a terminal (script(1) gives it a

@@ -180,7 +180,7 @@ func TestKubectlThroughNginx(t *testing.T) {
 	}
 	addrs, stop := e.portForward(t, wsOn, "-n", "a", "pod/web-0", ":8080")
 	for i := range 4 {
-		if err := echoThrough(addrs[0], 1<<20); err != nil {
+		if err := testnet.EchoThrough(addrs[0], 1<<20); err != nil {
 			t.Errorf("port-forward %d through nginx: %v", i, err)
 		}
 	}

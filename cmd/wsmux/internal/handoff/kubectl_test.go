@@ -8,9 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/pem"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -18,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +24,7 @@ import (
 
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/clustertest"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
 )
 
 // apiProxy is the test controller's proxy for the plain API requests
@@ -60,17 +58,7 @@ func (e *env) kubectl(t *testing.T, env []string, stdin io.Reader, args ...strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := e.kubectlCmd(t, ctx, env, args...)
-	var out, errb bytes.Buffer
-	c.Stdin, c.Stdout, c.Stderr = stdin, &out, &errb
-	err := c.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("kubectl %v: %v", args, err)
-	}
-	return out.String(), errb.String(), code
+	return testnet.RunCmd(t, e.kubectlCmd(t, ctx, env, args...), stdin)
 }
 
 // kubectlCmd is kubectl with the controller, behind a TLS-terminating
@@ -170,23 +158,12 @@ func TestKubectlPortForwardThroughHandoff(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			before := e.upgrades(mode.proto, "portforward")
 			ctx, cancel := context.WithCancel(context.Background())
-			c := e.kubectlCmd(t, ctx, mode.env, "port-forward", "-n", "default", "pod/web-0", ":8080")
-			var errb bytes.Buffer
-			c.Stderr = &errb
-			stdout, err := c.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { cancel(); _ = c.Wait() }()
-			addr := forwardedAddr(t, stdout, &errb)
-			go io.Copy(io.Discard, stdout) // "Handling connection for ..."
+			addrs, stop := testnet.PortForward(t, e.kubectlCmd(t, ctx, mode.env, "port-forward", "-n", "default", "pod/web-0", ":8080"), cancel, 1)
+			defer stop()
 			const conns = 4
 			errs := make(chan error, conns)
 			for range conns {
-				go func() { errs <- echoVia(addr, 1<<20) }()
+				go func() { errs <- testnet.EchoThrough(addrs[0], 1<<20) }()
 			}
 			for range conns {
 				if err := <-errs; err != nil {
@@ -198,48 +175,4 @@ func TestKubectlPortForwardThroughHandoff(t *testing.T) {
 			}
 		})
 	}
-}
-
-// forwardedAddr reads kubectl port-forward's stdout up to its
-// "Forwarding from 127.0.0.1:PORT -> 8080" line and returns the address.
-func forwardedAddr(t *testing.T, stdout io.Reader, errb *bytes.Buffer) string {
-	t.Helper()
-	re := regexp.MustCompile(`Forwarding from (127\.0\.0\.1:\d+) -> 8080`)
-	var seen []byte
-	buf := make([]byte, 4096)
-	for {
-		n, err := stdout.Read(buf)
-		seen = append(seen, buf[:n]...)
-		if m := re.FindSubmatch(seen); m != nil {
-			return string(m[1])
-		}
-		if err != nil {
-			t.Fatalf("kubectl port-forward: %v; stdout %q, stderr %q", err, seen, errb.String())
-		}
-	}
-}
-
-// echoVia sends size random bytes through addr (the cluster's echo
-// server), half-closes, and checks that exactly those bytes come back.
-func echoVia(addr string, size int) error {
-	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(60 * time.Second)) // a hang guard
-	data := make([]byte, size)
-	rand.Read(data)
-	go func() {
-		_, _ = c.Write(data)
-		_ = c.(*net.TCPConn).CloseWrite()
-	}()
-	got, err := io.ReadAll(c)
-	if err != nil {
-		return fmt.Errorf("%s: %d bytes back: %w", addr, len(got), err)
-	}
-	if !bytes.Equal(got, data) {
-		return fmt.Errorf("%s: %d bytes back, want the %d sent", addr, len(got), len(data))
-	}
-	return nil
 }

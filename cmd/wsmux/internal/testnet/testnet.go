@@ -1,6 +1,7 @@
 // Package testnet holds the small network helpers of wsmux's command tests:
-// TCP servers on loopback, a dial that waits for a listener, and
-// goroutine-safe output capture.
+// TCP servers on loopback, a dial that waits for a listener,
+// goroutine-safe output capture, and running commands such as kubectl
+// (its exit code, its port-forwards, an echo through them).
 package testnet
 
 import (
