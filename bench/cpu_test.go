@@ -191,3 +191,26 @@ func TestParseGoBenchCPU(t *testing.T) {
 		t.Errorf("no %s in %+v", CPUPerMiB, rs)
 	}
 }
+
+// TestRenderCeilingNote: the StreamsN tables say that the ceilings open a
+// connection per stream (a multiplexer has one); the others say nothing.
+func TestRenderCeilingNote(t *testing.T) {
+	rs := []Result{
+		newResult("Streams64", "ws", "MB/s", 6000, 0),
+		newResult("Streams64", "wsmux", "MB/s", 2400, 0),
+		newResult("Bulk1/dir=c2s", "ws", "MB/s", 3000, 0),
+		newResult("Bulk1/dir=c2s", "wsmux", "MB/s", 3200, 0),
+	}
+	var text strings.Builder
+	if err := RenderText(&text, rs, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Streams64: MB/s (higher is better); reference wsmux; ceiling ws (one connection per stream)\n",
+		"Bulk1/dir=c2s: MB/s (higher is better); reference wsmux; ceiling ws\n",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text tables lack %q:\n%s", want, text.String())
+		}
+	}
+}

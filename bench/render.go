@@ -39,6 +39,7 @@ type table struct {
 	reference  string
 	refNote    string
 	ceiling    string
+	ceilNote   string
 }
 
 // tables groups results into one table per workload, in workload order, then
@@ -97,7 +98,7 @@ func tables(results []Result, ro RenderOptions) []table {
 
 	var out []table
 	for _, w := range wls {
-		tb := table{workload: w.FullName(), primary: w.Primary, higher: metrics[w.Primary].higher, ceiling: ceiling, cells: map[string]map[string]cell{}}
+		tb := table{workload: w.FullName(), primary: w.Primary, higher: metrics[w.Primary].higher, ceiling: ceiling, ceilNote: w.CeilingNote, cells: map[string]map[string]cell{}}
 		for _, m := range w.Metrics {
 			for _, t := range torder {
 				if len(samples[key{tb.workload, t, m}]) > 0 {
@@ -270,6 +271,9 @@ func (tb table) title() string {
 		}
 	}
 	s += "; ceiling " + tb.ceiling
+	if tb.ceilNote != "" {
+		s += " (" + tb.ceilNote + ")"
+	}
 	if tb.primary != CPUPerMiB && slices.Contains(tb.metrics, CPUPerMiB) {
 		s += "; " + CPUPerMiB + ": process CPU, both ends (lower is better)"
 	}
