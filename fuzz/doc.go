@@ -20,4 +20,7 @@
 // mux/internal/wsio/fuzz_test.go, since this package cannot import an
 // internal package of mux; its reference reader is the subpackage wsref.
 // docs/fuzzing.md says how to run them all, locally and continuously.
+//
+// It imports mux, frame, flow and their harness subpackages; nothing but
+// tests and fuzzing drivers may import it.
 package fuzz

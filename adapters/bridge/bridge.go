@@ -11,6 +11,9 @@
 // downstream connection is closed (the kubelet writes an exec's exit status
 // and then closes); when downstream closes, upstream is closed at once. No
 // goroutine outlives Wait.
+//
+// It imports the httpstream adapter and k8s.io/streaming; it must not import
+// anything under cmd/, bench, or a test helper (scripts/check-layers.sh).
 package bridge
 
 import (

@@ -3,6 +3,8 @@
 // lets that user into one namespace, then hands the socket off to the
 // gateway (-handoff-socket) or redirects to it with a one-time ticket
 // (-ticket-key, -gateway).
+//
+// It imports only the controller package and the standard library.
 package main
 
 import (

@@ -8,6 +8,10 @@
 // implementation is known to fail (see [Known]) is still run, bounded by a
 // deadline, and reported as a known difference rather than a failure or a
 // hang. A known difference that unexpectedly passes is logged.
+//
+// It imports only k8s.io/streaming's httpstream interfaces and testing, and
+// must not import mux or any transport: the suite sees an implementation only
+// through httpstream.Connection. Tests only.
 package conformance
 
 import (

@@ -4,6 +4,10 @@
 // httptest.Server, with a fake runtime that runs real local processes and
 // forwards ports to a local TCP echo server. It is test scaffolding for the
 // adapters' end-to-end tests.
+//
+// It imports the kubelet's streaming handlers and testing, and must not import
+// mux or the adapters: it is the real kubelet's code the adapters are
+// tested against. Tests only.
 package kubelettest
 
 import (

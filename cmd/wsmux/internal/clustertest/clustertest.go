@@ -5,6 +5,10 @@
 //
 // (adapters/internal/kubelettest is internal to adapters/, so cmd/wsmux
 // cannot import it; this is a small self-contained stand-in.)
+//
+// Tests and `wsmux demo` only: it imports testing, client-go and the kubelet's
+// streaming handlers, and must not import mux or the adapters (it stands for
+// the cluster, which knows no wsmux).
 package clustertest
 
 import (

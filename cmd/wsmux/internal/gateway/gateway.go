@@ -4,6 +4,10 @@
 // session to the cluster with the gateway's own credentials (from a
 // kubeconfig) through adapters/bridge. Callers never see the cluster
 // credentials, and the cluster never sees the callers' tokens.
+//
+// It imports mux, the adapters, client-go and the apiserver's proxy package; it
+// must not import testing or the command's test helpers (testnet, clustertest),
+// nor the handoff and ticket packages, which get its ServeAs handed in.
 package gateway
 
 import (

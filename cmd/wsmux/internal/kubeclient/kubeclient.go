@@ -2,6 +2,9 @@
 // port-forward`: client-go's remotecommand and portforward machinery over
 // wsmux's RoundTripper (adapters/httpstream), pointed at a wsmux gateway
 // (or any server that speaks wsmux for the Kubernetes pod subresources).
+//
+// It imports the httpstream adapter and client-go; it must not import mux
+// directly, the gateway's packages, testing or the test helpers.
 package kubeclient
 
 import (

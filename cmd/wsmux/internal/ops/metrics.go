@@ -1,6 +1,9 @@
 // Package ops holds what wsmux's server commands share: Prometheus metrics,
 // the registry of live sessions (for metrics and graceful shutdown), and an
 // HTTP server that drains sessions on shutdown.
+//
+// It imports mux, frame and Prometheus; it must not import the other command
+// packages (they import it), testing or the test helpers.
 package ops
 
 import (

@@ -2,6 +2,9 @@
 // TCP servers on loopback, a dial that waits for a listener,
 // goroutine-safe output capture, and running commands such as kubectl
 // (its exit code, its port-forwards, an echo through them).
+//
+// Tests only: it imports testing and internal/resetproxy, and no non-test
+// package may import it (scripts/check-layers.sh).
 package testnet
 
 import (

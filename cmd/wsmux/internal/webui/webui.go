@@ -14,6 +14,8 @@
 //
 // static/ is generated from clients/ts/web by `npm run bundle` in clients/ts
 // and committed; `make test` checks that it is up to date.
+//
+// It imports only the standard library.
 package webui
 
 import (
