@@ -1,5 +1,7 @@
 // Abuse budgets of spec section 11: fixed windows of 10 s and the PING token bucket.
 
+import { ErrorCode, ProtocolViolation } from "./errors.js";
+
 /** Counts events in fixed windows; hit() is false once more than limit fell in one window. */
 export class WindowBudget {
   private count = 0;
@@ -40,5 +42,33 @@ export class TokenBucket {
     if (this.tokens < 1) return false;
     this.tokens -= 1;
     return true;
+  }
+}
+
+/** @internal A session's budgets against its peer (spec 11): each counts one event, and throws ENHANCE_YOUR_CALM once spent. */
+export class Budgets {
+  private readonly pings: TokenBucket;
+  private readonly uselessFrames: WindowBudget;
+  private readonly resets: WindowBudget;
+
+  constructor(now: () => number) {
+    this.pings = new TokenBucket(50, 10, now);
+    this.uselessFrames = new WindowBudget(1000, 10000, now);
+    this.resets = new WindowBudget(200, 10000, now);
+  }
+
+  /** A PING to answer. */
+  pingHit(): void {
+    if (!this.pings.take()) throw new ProtocolViolation(ErrorCode.ENHANCE_YOUR_CALM, "PING flood");
+  }
+
+  /** A frame that changes nothing (what it was). */
+  useless(what: string): void {
+    if (!this.uselessFrames.hit()) throw new ProtocolViolation(ErrorCode.ENHANCE_YOUR_CALM, `too many useless frames (${what})`);
+  }
+
+  /** A reset the peer caused (what caused it). */
+  resetHit(what: string): void {
+    if (!this.resets.hit()) throw new ProtocolViolation(ErrorCode.ENHANCE_YOUR_CALM, `too many resets (${what})`);
   }
 }

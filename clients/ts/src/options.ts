@@ -1,7 +1,7 @@
 // What a Session runs over and how it is set up: the subprotocol, the part of
 // the WebSocket API it uses, and its options.
 
-import type { Settings } from "./frame.js";
+import { DEFAULT_SETTINGS, Settings } from "./frame.js";
 import type { Stream } from "./stream.js";
 
 /** The subprotocol of WSMUX/1 (spec 2.1). */
@@ -58,4 +58,15 @@ export interface SessionOptions extends Partial<Omit<Settings, "features">> {
   onStream?: (s: Stream) => void;
   /** Clock in ms (tests). */
   now?: () => number;
+}
+
+/** @internal This endpoint's settings (spec 6.2): the defaults, with those opts sets. */
+export function ownSettings(opts: SessionOptions): Settings {
+  const s: Settings = { ...DEFAULT_SETTINGS };
+  for (const k of Object.keys(DEFAULT_SETTINGS) as Array<keyof Settings>) {
+    const v = (opts as Record<string, unknown>)[k];
+    if (typeof v === "number") (s as unknown as Record<string, number>)[k] = v;
+  }
+  if (opts.keepaliveHintMs !== undefined) s.keepaliveHintMs = opts.keepaliveHintMs;
+  return s;
 }

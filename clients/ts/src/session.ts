@@ -1,8 +1,9 @@
 // A WSMUX/1 session (spec sections 2, 6-11) over anything shaped like the
 // standard WebSocket API: the browser's, or the ws package's in Node.
 
-import { TokenBucket, WindowBudget } from "./budget.js";
+import { Budgets } from "./budget.js";
 import { ErrorCode, ProtocolViolation, SessionError, StreamResetError, WsmuxError, codeName } from "./errors.js";
+import { SessionFlow } from "./flow.js";
 import {
   DEFAULT_SETTINGS,
   Flag,
@@ -23,12 +24,13 @@ import {
   toFields,
   walkMessage,
 } from "./frame.js";
-import type { SessionOptions, WebSocketLike } from "./options.js";
+import { Liveness } from "./liveness.js";
+import { SessionOptions, WebSocketLike, ownSettings } from "./options.js";
 import { SendQueue } from "./sendqueue.js";
+import { SettingsWait } from "./settingswait.js";
 import { Slots } from "./slots.js";
 import { Stream, StreamHost } from "./stream.js";
-import { RecvWindow } from "./window.js";
-import { Part, closeStatus, enc, frameBytes, utf8Prefix } from "./wire.js";
+import { Part, closeStatus, enc, frameBytes, messageBytes, utf8Prefix } from "./wire.js";
 
 /**
  * One WSMUX/1 session. Construct it with a WebSocket that has just opened
@@ -47,11 +49,7 @@ export class Session implements StreamHost {
   private readonly opts: SessionOptions;
   private readonly now: () => number;
   private readonly slots: Slots;
-  private sendCredit = DEFAULT_SETTINGS.initialSessionWindow;
-  private sessionWaiters: Array<() => void> = [];
-  private stalledSince = -1; // when a write began to wait for session credit, since the last session WINDOW_UPDATE
-  private recvAvail: number;
-  private rwin: RecvWindow;
+  private readonly flow: SessionFlow;
   private readonly maxStreamWindow: number;
   private readonly out: SendQueue;
   private flushScheduled = false;
@@ -59,18 +57,11 @@ export class Session implements StreamHost {
   private goAwaySent = false;
   private goAwayRecv = MAX_U31;
   private goAwayRecvSeen = false;
-  private settingsWaiters: Array<[() => void, (e: Error) => void]> = [];
-  private pingSeq = 0;
-  private pingOut: { arg: number; sent: number; resolve: (ms: number) => void; reject: (e: Error) => void; p: Promise<number> } | null = null;
-  private lastRecv: number;
-  private lastSent: number;
-  private timer: ReturnType<typeof setInterval> | null = null;
-  private settingsTimer: ReturnType<typeof setTimeout> | null = null;
+  private readonly settingsWait = new SettingsWait();
+  private readonly liveness: Liveness;
   private resolveDone!: (e: WsmuxError | null) => void;
   private endError: WsmuxError | null = null;
-  private readonly pingBudget: TokenBucket;
-  private readonly uselessBudget: WindowBudget;
-  private readonly resetBudget: WindowBudget;
+  private readonly budgets: Budgets;
   /** Smoothed RTT of the session's PINGs in ms (0 before the first answer). */
   rttMs = 0;
 
@@ -79,28 +70,28 @@ export class Session implements StreamHost {
     this.isClient = isClient;
     this.opts = opts;
     this.now = opts.now ?? (() => Date.now());
-    const s: Settings = { ...DEFAULT_SETTINGS };
-    for (const k of Object.keys(DEFAULT_SETTINGS) as Array<keyof Settings>) {
-      const v = (opts as Record<string, unknown>)[k];
-      if (typeof v === "number") (s as unknown as Record<string, number>)[k] = v;
-    }
-    if (opts.keepaliveHintMs !== undefined) s.keepaliveHintMs = opts.keepaliveHintMs;
-    this.settings = s;
+    const s = (this.settings = ownSettings(opts));
     this.slots = new Slots(
       isClient,
       s.initialMaxStreams,
       () => !this.goAwaySent && this.state !== "ended",
       () => this.scheduleFlush(),
     );
-    this.recvAvail = s.initialSessionWindow;
     const maxWindow = (v: number | undefined, def: number, initial: number) => Math.min(Math.max(v ?? def, initial), MAX_U31);
     this.maxStreamWindow = maxWindow(opts.maxStreamWindow, 16 << 20, s.initialStreamWindow);
-    this.rwin = new RecvWindow(s.initialSessionWindow, maxWindow(opts.maxSessionWindow, 64 << 20, s.initialSessionWindow));
-    this.lastRecv = this.lastSent = this.now();
-    this.out = new SendQueue(ws, this.lastSent);
-    this.pingBudget = new TokenBucket(50, 10, this.now);
-    this.uselessBudget = new WindowBudget(1000, 10000, this.now);
-    this.resetBudget = new WindowBudget(200, 10000, this.now);
+    this.flow = new SessionFlow(s.initialSessionWindow, maxWindow(opts.maxSessionWindow, 64 << 20, s.initialSessionWindow), this.now);
+    const began = this.now();
+    this.out = new SendQueue(ws, began);
+    this.liveness = new Liveness(began, {
+      now: this.now,
+      sendPing: (arg) => this.queueCtrl(frameBytes(FrameType.PING, 0, 0, arg)),
+      hasPeerSettings: () => this.peerSettings !== null,
+      stuck: (t, ms) => this.out.stuck(t, ms),
+      creditStalledSince: () => this.flow.stalledSince(),
+      measured: (rtt) => (this.rttMs = this.rttMs === 0 ? rtt : (this.rttMs * 7 + rtt) / 8),
+      fail: (e) => this.fail(e),
+    });
+    this.budgets = new Budgets(this.now);
     this.done = new Promise((res) => (this.resolveDone = res));
     const settingsPayload = encodeSettings(s); // throws EncodeError on a bad option
     ws.binaryType = "arraybuffer";
@@ -110,20 +101,10 @@ export class Session implements StreamHost {
     // SETTINGS goes out at once, alone (6.1): a frame of the peer's may arrive in this same task.
     ws.send(frameBytes(FrameType.SETTINGS, 0, 0, 0, settingsPayload));
     const st = opts.settingsTimeoutMs ?? 5000;
-    if (st > 0)
-      this.settingsTimer = setTimeout(() => {
-        if (!this.peerSettings) this.fail(new ProtocolViolation(ErrorCode.SETTINGS_TIMEOUT, `no SETTINGS from the peer within ${st} ms`));
-      }, st);
-    const ka = opts.keepaliveMs ?? 15000;
-    const kt = opts.keepaliveTimeoutMs ?? 45000;
-    const stall = opts.stallTimeoutMs ?? 120000;
-    const wt = opts.writeTimeoutMs ?? 30000;
-    const periods = [ka, kt, stall, wt].filter((v) => v > 0);
-    if (periods.length > 0) {
-      const tick = Math.max(50, Math.min(...periods) / 3);
-      this.timer = setInterval(() => this.onTick(ka, kt, stall, wt), tick);
-      (this.timer as { unref?: () => void }).unref?.();
-    }
+    this.settingsWait.start(st, () => {
+      if (!this.peerSettings) this.fail(new ProtocolViolation(ErrorCode.SETTINGS_TIMEOUT, `no SETTINGS from the peer within ${st} ms`));
+    });
+    this.liveness.start(opts);
   }
 
   /** Maximum DATA payload this endpoint sends (the peer's MAX_DATA_PAYLOAD). */
@@ -191,16 +172,7 @@ export class Session implements StreamHost {
   /** Sends a PING and resolves with the round-trip time in ms (spec 4.6, 9.1). */
   ping(): Promise<number> {
     if (this.state === "ended") return Promise.reject(this.endError ?? new SessionError(ErrorCode.NO_ERROR, "session closed"));
-    if (this.pingOut) return this.pingOut.p;
-    const arg = (this.pingSeq = (this.pingSeq + 1) >>> 0);
-    let resolve!: (ms: number) => void, reject!: (e: Error) => void;
-    const p = new Promise<number>((res, rej) => {
-      resolve = res;
-      reject = rej;
-    });
-    this.pingOut = { arg, sent: this.now(), resolve, reject, p };
-    this.queueCtrl(frameBytes(FrameType.PING, 0, 0, arg));
-    return p;
+    return this.liveness.ping();
   }
 
   /** Sends GOAWAY(code) (spec 9.4): the peer opens no more streams; those open go on. */
@@ -234,20 +206,19 @@ export class Session implements StreamHost {
 
   /** @internal */
   sessionSendCredit(): number {
-    return this.sendCredit;
+    return this.flow.sendCredit;
   }
 
   /** @internal */
   waitSessionCredit(): Promise<void> {
     if (this.state === "ended") return Promise.resolve();
-    if (this.stalledSince < 0) this.stalledSince = this.now();
-    return new Promise((res) => this.sessionWaiters.push(res));
+    return this.flow.waitCredit();
   }
 
   /** @internal */
   sendData(st: Stream, chunk: Uint8Array, fin: boolean): void {
     if (this.state === "ended") return;
-    this.sendCredit -= chunk.length;
+    this.flow.sendCredit -= chunk.length;
     if (chunk.length === 0) {
       this.queueOrdered(frameBytes(FrameType.DATA, fin ? Flag.FIN : 0, st.id, 0));
       return;
@@ -284,15 +255,13 @@ export class Session implements StreamHost {
         this.queueCtrl(frameBytes(FrameType.WINDOW_UPDATE, 0, st.id, d));
         st.recvAvail += d;
       }
-      if (st.rwin.window > this.settings.initialStreamWindow) this.creditSession(this.rwin.raise(2 * st.rwin.window));
+      if (st.rwin.window > this.settings.initialStreamWindow) this.creditSession(this.flow.follow(st.rwin.window));
     }
-    this.creditSession(this.rwin.consume(n, now, rtt));
+    this.creditSession(this.flow.consume(n, now, rtt));
   }
 
   private creditSession(d: number): void {
-    if (d <= 0) return;
-    this.queueCtrl(frameBytes(FrameType.WINDOW_UPDATE, 0, 0, d));
-    this.recvAvail += d;
+    if (d > 0) this.queueCtrl(frameBytes(FrameType.WINDOW_UPDATE, 0, 0, d));
   }
 
   /** @internal A stream ended both ways or was reset: forget it, give its slot back. */
@@ -333,31 +302,20 @@ export class Session implements StreamHost {
       this.end(new SessionError(ErrorCode.INTERNAL_ERROR, `WebSocket send failed: ${(failed.thrown as Error).message}`), 1011, false);
       return;
     }
-    this.lastSent = this.now();
+    this.liveness.sent();
   }
 
   // --- receiving ----------------------------------------------------------
 
   private onMessage(data: unknown): void {
     if (this.state === "ended") return;
-    this.lastRecv = this.now();
+    this.liveness.received();
     if (typeof data === "string") {
       this.fail(new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, "text WebSocket message"), 1003);
       return;
     }
-    let msg: Uint8Array;
-    if (data instanceof ArrayBuffer) msg = new Uint8Array(data);
-    else if (ArrayBuffer.isView(data)) msg = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-    else if (Array.isArray(data)) {
-      // ws's "fragments" binary type: join.
-      const total = data.reduce((n: number, b: Uint8Array) => n + b.length, 0);
-      msg = new Uint8Array(total);
-      let off = 0;
-      for (const b of data as Uint8Array[]) {
-        msg.set(b, off);
-        off += b.length;
-      }
-    } else {
+    const msg = messageBytes(data);
+    if (!msg) {
       this.fail(new ProtocolViolation(ErrorCode.PROTOCOL_ERROR, "unexpected WebSocket message type"));
       return;
     }
@@ -374,14 +332,6 @@ export class Session implements StreamHost {
       if (e instanceof ProtocolViolation) this.fail(e);
       else this.fail(new ProtocolViolation(ErrorCode.INTERNAL_ERROR, `internal error: ${(e as Error).message}`));
     }
-  }
-
-  private useless(what: string): void {
-    if (!this.uselessBudget.hit()) throw new ProtocolViolation(ErrorCode.ENHANCE_YOUR_CALM, `too many useless frames (${what})`);
-  }
-
-  private resetHit(what: string): void {
-    if (!this.resetBudget.hit()) throw new ProtocolViolation(ErrorCode.ENHANCE_YOUR_CALM, `too many resets (${what})`);
   }
 
   private onFrame(f: Frame): void {
@@ -403,7 +353,7 @@ export class Session implements StreamHost {
         return this.onReset(f);
       case FrameType.STOP_SENDING: {
         const st = this.slots.lookup(f, "STOP_SENDING");
-        if (!st || st.sendDone) return this.useless("STOP_SENDING on a finished send side");
+        if (!st || st.sendDone) return this.budgets.useless("STOP_SENDING on a finished send side");
         st.stopSending(f.arg);
         return;
       }
@@ -423,20 +373,16 @@ export class Session implements StreamHost {
   private onSettings(f: Frame): void {
     const p = parseSettings(f.payload);
     this.peerSettings = p;
-    this.sendCredit = p.initialSessionWindow;
+    this.flow.sendCredit = p.initialSessionWindow;
     this.slots.ownCredit = p.initialMaxStreams;
-    if (this.settingsTimer) clearTimeout(this.settingsTimer);
-    const ws = this.settingsWaiters;
-    this.settingsWaiters = [];
-    for (const [res] of ws) res();
+    this.settingsWait.arrived();
     // Window growth needs an RTT: one PING now measures it.
     if (this.maxStreamWindow > this.settings.initialStreamWindow) this.ping().catch(() => {});
   }
 
   private onData(f: Frame): void {
     const n = f.payload.length;
-    if (n > this.recvAvail) throw new ProtocolViolation(ErrorCode.FLOW_CONTROL_ERROR, `DATA of ${n} bytes beyond the session window (${this.recvAvail} left)`);
-    this.recvAvail -= n;
+    this.flow.receive(n);
     const st = this.slots.lookup(f, "DATA");
     if (!st) {
       this.consumed(null, n); // a closed stream: discarded, credited back (7.8)
@@ -446,7 +392,7 @@ export class Session implements StreamHost {
     st.recvAvail -= n;
     if (st.recvDone) {
       // DATA after FIN: a stream error STREAM_CLOSED (7.5).
-      this.resetHit("DATA after FIN");
+      this.budgets.resetHit("DATA after FIN");
       this.consumed(null, n);
       st.reset(ErrorCode.STREAM_CLOSED, "DATA after FIN");
       return;
@@ -469,14 +415,14 @@ export class Session implements StreamHost {
       if (f.flags & Flag.FIN && !st.recvDone) st.fin();
       return;
     }
-    if (!st) return this.useless("HEADERS on a closed stream");
+    if (!st) return this.budgets.useless("HEADERS on a closed stream");
     if (st.recvDone) return;
     if (f.flags & Flag.FIN) {
       if (st.local) st.markAccepted([]);
       st.fin();
       return;
     }
-    this.useless("HEADERS metadata");
+    this.budgets.useless("HEADERS metadata");
   }
 
   private onSyn(f: Frame, fields: HeaderFields): void {
@@ -510,23 +456,17 @@ export class Session implements StreamHost {
   }
 
   private onWindowUpdate(f: Frame): void {
-    if (f.streamId === 0) {
-      if (this.sendCredit + f.arg > MAX_U31) throw new ProtocolViolation(ErrorCode.FLOW_CONTROL_ERROR, "session credit over 2^31-1");
-      this.sendCredit += f.arg;
-      this.stalledSince = -1;
-      this.wakeSessionWaiters();
-      return;
-    }
+    if (f.streamId === 0) return this.flow.addCredit(f.arg);
     const st = this.slots.lookup(f, "WINDOW_UPDATE");
-    if (!st) return this.useless("WINDOW_UPDATE on a closed stream");
+    if (!st) return this.budgets.useless("WINDOW_UPDATE on a closed stream");
     if (st.sendCredit + f.arg > MAX_U31) throw new ProtocolViolation(ErrorCode.FLOW_CONTROL_ERROR, `credit of stream ${st.id} over 2^31-1`);
     st.addCredit(f.arg);
   }
 
   private onReset(f: Frame): void {
     const st = this.slots.lookup(f, "RST_STREAM");
-    if (!st) return this.useless("RST_STREAM on a closed stream");
-    if (!st.local && this.now() - st.openedAt < 1000 && st.exchanged < 1024) this.resetHit("stream reset right after it opened");
+    if (!st) return this.budgets.useless("RST_STREAM on a closed stream");
+    if (!st.local && this.now() - st.openedAt < 1000 && st.exchanged < 1024) this.budgets.resetHit("stream reset right after it opened");
     const reason = new TextDecoder().decode(f.payload);
     const what = st.local && f.arg === ErrorCode.REFUSED_STREAM && !st.ackReceived ? "refused" : "reset by the peer";
     st.terminate(new StreamResetError(st.id, f.arg, `stream ${st.id} ${what} (${codeName(f.arg)})${reason ? ": " + reason : ""}`, true), false);
@@ -534,15 +474,10 @@ export class Session implements StreamHost {
 
   private onPing(f: Frame): void {
     if (f.flags & Flag.ACK) {
-      const p = this.pingOut;
-      if (!p || p.arg !== f.arg) return this.useless("unsolicited PING ACK");
-      this.pingOut = null;
-      const rtt = Math.max(0, this.now() - p.sent);
-      this.rttMs = this.rttMs === 0 ? rtt : (this.rttMs * 7 + rtt) / 8;
-      p.resolve(rtt);
+      if (!this.liveness.pong(f.arg)) this.budgets.useless("unsolicited PING ACK");
       return;
     }
-    if (!this.pingBudget.take()) throw new ProtocolViolation(ErrorCode.ENHANCE_YOUR_CALM, "PING flood");
+    this.budgets.pingHit();
     this.queueCtrl(frameBytes(FrameType.PING, Flag.ACK, 0, f.arg));
   }
 
@@ -571,38 +506,13 @@ export class Session implements StreamHost {
   private waitSettings(): Promise<void> {
     if (this.peerSettings) return Promise.resolve();
     if (this.state === "ended") return Promise.reject(this.endError ?? new SessionError(ErrorCode.NO_ERROR, "session closed"));
-    return new Promise((res, rej) => this.settingsWaiters.push([res, rej]));
-  }
-
-  private wakeSessionWaiters(): void {
-    const ws = this.sessionWaiters;
-    this.sessionWaiters = [];
-    for (const w of ws) w();
+    return this.settingsWait.wait();
   }
 
   private maybeFinishDrain(): void {
     if (this.state !== "draining" || this.slots.streams.size > 0) return;
     // Nothing left: the endpoint with nothing more to send closes with 1000 (9.4).
     this.end(null, 1000, true);
-  }
-
-  private onTick(ka: number, kt: number, stall: number, wt: number): void {
-    if (this.state === "ended") return;
-    const t = this.now();
-    const buffered = this.out.stuck(t, wt);
-    if (buffered > 0) {
-      this.fail(new ProtocolViolation(ErrorCode.STALL_TIMEOUT, `the connection took none of ${buffered} queued bytes for ${wt} ms`));
-      return;
-    }
-    if (kt > 0 && t - this.lastRecv >= kt) {
-      this.fail(new ProtocolViolation(ErrorCode.KEEPALIVE_TIMEOUT, `nothing received for ${kt} ms`));
-      return;
-    }
-    if (stall > 0 && this.stalledSince >= 0 && this.sessionWaiters.length > 0 && t - this.stalledSince >= stall) {
-      this.fail(new ProtocolViolation(ErrorCode.STALL_TIMEOUT, `the peer kept the session window at zero with data queued for ${stall} ms`));
-      return;
-    }
-    if (ka > 0 && t - this.lastSent >= ka && this.peerSettings && !this.pingOut) this.ping().catch(() => {});
   }
 
   private onClose(code: number, reason: string): void {
@@ -636,16 +546,12 @@ export class Session implements StreamHost {
     if (flush) this.flush();
     this.state = "ended";
     this.endError = err;
-    if (this.settingsTimer) clearTimeout(this.settingsTimer);
-    if (this.timer) clearInterval(this.timer);
     const streamErr = err ?? new SessionError(ErrorCode.CANCEL, remoteStatus ? `the session closed (WebSocket close ${remoteStatus})` : "the session closed", remoteStatus !== 0);
     this.slots.close(streamErr);
-    for (const [, rej] of this.settingsWaiters) rej(streamErr);
-    this.settingsWaiters = [];
-    this.pingOut?.reject(streamErr);
-    this.pingOut = null;
+    this.settingsWait.close(streamErr);
+    this.liveness.close(streamErr);
     this.slots.wakeOpeners();
-    this.wakeSessionWaiters();
+    this.flow.wake();
     if (status) {
       try {
         this.ws.close(status);

@@ -1,6 +1,7 @@
-// Helpers of the session's send side: the queued-part type, whole frames as
-// bytes, UTF-8 text cut to a field's limit, and the WebSocket close status of
-// an error code (spec 10.2). Internal: index.ts exports none of it.
+// Helpers of the session's WebSocket messages: the queued-part type, whole
+// frames as bytes, UTF-8 text cut to a field's limit, the WebSocket close
+// status of an error code (spec 10.2), and the bytes of a message received
+// (2.3). Internal: index.ts exports none of it.
 
 import { ErrorCode } from "./errors.js";
 import { HEADER_LEN, putHeader } from "./frame.js";
@@ -46,4 +47,19 @@ export function frameBytes(type: number, flags: number, id: number, arg: number,
   putHeader(b, 0, type, flags, id, arg >>> 0, len);
   if (payload) b.set(payload, HEADER_LEN);
   return b;
+}
+
+/** The bytes of a binary message as the WebSocket delivers it (2.3), or null for another type. */
+export function messageBytes(data: unknown): Uint8Array | null {
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  if (!Array.isArray(data)) return null;
+  // ws's "fragments" binary type: join.
+  const msg = new Uint8Array(data.reduce((n: number, b: Uint8Array) => n + b.length, 0));
+  let off = 0;
+  for (const b of data as Uint8Array[]) {
+    msg.set(b, off);
+    off += b.length;
+  }
+  return msg;
 }
