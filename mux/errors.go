@@ -25,6 +25,8 @@ type StreamError = engine.StreamError
 
 // SessionError ends a whole session. Code is the GOAWAY code sent (Remote
 // false) or received (Remote true); Err, when set, is the underlying cause
-// (a *frame.Error, a transport error, a WebSocket close...). Every
+// (a *frame.Error, a transport error, a WebSocket close...). A connection
+// that fails under the session, with no GOAWAY before it, gives
+// INTERNAL_ERROR and a message that says the connection failed. Every
 // SessionError matches ErrSessionClosed with errors.Is.
 type SessionError = engine.SessionError

@@ -285,6 +285,28 @@ func TestOpenFailsWhenSessionDies(t *testing.T) {
 	})
 }
 
+// TestConnectionFailureSaysSo: a connection that fails under a session (no
+// GOAWAY, no WebSocket close: here the server's socket closes) ends the
+// client's session with INTERNAL_ERROR and a message that says the
+// connection failed, not that the peer closed the session.
+func TestConnectionFailureSaysSo(t *testing.T) {
+	a, b := tcpConns(t)
+	cs, err := Client(a, nil)
+	require.NoError(t, err)
+	ss, err := Server(b, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+	defer cs.Close()
+	openPair(t, cs, ss) // both ends run
+	_ = b.Close()
+	<-cs.CloseChan()
+	var se *SessionError
+	require.ErrorAs(t, cs.Err(), &se)
+	require.Equal(t, frame.InternalError, se.Code)
+	require.Contains(t, se.Error(), "mux: session closed: the connection failed: INTERNAL_ERROR: ")
+	require.NotContains(t, se.Error(), "by peer")
+}
+
 func TestOpenTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := net.Pipe()

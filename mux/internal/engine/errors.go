@@ -58,18 +58,27 @@ func (e *StreamError) Error() string {
 
 // SessionError ends a whole session. Code is the GOAWAY code sent (Remote
 // false) or received (Remote true); Err, when set, is the underlying cause
-// (a *frame.Error, a transport error, a WebSocket close...). Every
+// (a *frame.Error, a transport error, a WebSocket close...). A connection
+// that fails under the session, with no GOAWAY before it, gives
+// INTERNAL_ERROR and a message that says the connection failed. Every
 // SessionError matches ErrSessionClosed with errors.Is.
 type SessionError struct {
 	Code   frame.ErrorCode
 	Remote bool
 	Err    error
+	// lost: the connection failed under the session (a read error, no
+	// GOAWAY before it): neither side sent Code, and the peer may not
+	// have closed anything.
+	lost bool
 }
 
 // Error implements error.
 func (e *SessionError) Error() string {
 	s := "mux: session closed"
-	if e.Remote {
+	switch {
+	case e.lost:
+		s += ": the connection failed"
+	case e.Remote:
 		s += " by peer"
 	}
 	s += ": " + e.Code.String()

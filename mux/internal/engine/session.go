@@ -237,7 +237,7 @@ func (e *Engine) ReadFailed(err error) {
 	if e.goawayRecv {
 		code = e.peerGoAway.Code
 	}
-	e.die(&SessionError{Code: code, Remote: true, Err: err}, false, false)
+	e.die(&SessionError{Code: code, Remote: true, Err: err, lost: !e.goawayRecv}, false, false)
 }
 
 // WriteFailed: the connection failed on write: the session ends with code
@@ -247,7 +247,7 @@ func (e *Engine) WriteFailed(code frame.ErrorCode, err error) {
 	if e.err == nil {
 		e.stats.CountError(code)
 	}
-	e.die(&SessionError{Code: code, Err: err}, false, false)
+	e.die(&SessionError{Code: code, Err: err, lost: code == frame.InternalError}, false, false)
 }
 
 // SessionBuffered returns the received bytes the session window still
