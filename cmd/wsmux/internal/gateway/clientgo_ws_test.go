@@ -29,7 +29,7 @@ import (
 )
 
 func (e *kubectlEnv) restConfig(token string) *rest.Config {
-	return &rest.Config{Host: e.srv.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAFile: e.ca}}
+	return &rest.Config{Host: e.srv.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAFile: e.k.CA}}
 }
 
 // TestClientGoWebSocketExecutor: client-go's own v5 WebSocket executor

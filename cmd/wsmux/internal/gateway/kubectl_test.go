@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/pem"
-	"io"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -24,24 +23,14 @@ import (
 )
 
 // kubectlEnv is a gateway (TLS, impersonating) in front of a stand-in
-// cluster, and the command line of the kubectl on this machine pointed at
-// it.
+// cluster, and the kubectl on this machine pointed at it.
 type kubectlEnv struct {
 	*gw
-	kubectl string
-	home    string
-	ca      string
-	// serverURL, when set, is kubectl's --server instead of the gateway's
-	// (a proxy in front of it).
-	serverURL string
+	k *testnet.Kubectl
 }
 
 func startForKubectl(t *testing.T) *kubectlEnv {
 	t.Helper()
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl not found in PATH: install kubectl (1.31 or later) to run the tests of unmodified kubectl through the gateway")
-	}
 	cl := clustertest.Start(t)
 	cl.SetRBAC(map[string][]string{"alice": {"a"}, "group:ops": {"*"}})
 	cl.Dir = t.TempDir()
@@ -61,33 +50,8 @@ func startForKubectl(t *testing.T) *kubectlEnv {
 		defer cancel()
 		g.Metrics().Sessions.Drain(ctx)
 	})
-	home := t.TempDir()
-	ca := filepath.Join(home, "ca.pem")
-	os.WriteFile(filepath.Join(home, "no-kubeconfig"), []byte("apiVersion: v1\nkind: Config\n"), 0o600)
-	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600)
-	return &kubectlEnv{gw: &gw{g: g, srv: srv, cl: cl}, kubectl: kubectl, home: home, ca: ca}
-}
-
-// cmd is kubectl with the gateway as its server and token as its
-// credentials; env adds variables (KUBECTL_..._WEBSOCKETS=false).
-func (e *kubectlEnv) cmd(ctx context.Context, token string, env []string, args ...string) *exec.Cmd {
-	server := e.srv.URL
-	if e.serverURL != "" {
-		server = e.serverURL
-	}
-	full := append([]string{"--server", server, "--token", token, "--certificate-authority", e.ca,
-		"--kubeconfig", filepath.Join(e.home, "no-kubeconfig")}, args...)
-	c := exec.CommandContext(ctx, e.kubectl, full...)
-	c.Env = append([]string{"HOME=" + e.home, "PATH=" + os.Getenv("PATH")}, env...)
-	c.Dir = e.home
-	return c
-}
-
-func (e *kubectlEnv) run(t *testing.T, token string, env []string, stdin io.Reader, args ...string) (string, string, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	return testnet.RunCmd(t, e.cmd(ctx, token, env, args...), stdin)
+	k := testnet.NewKubectl(t, srv.URL, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+	return &kubectlEnv{gw: &gw{g: g, srv: srv, cl: cl}, k: k}
 }
 
 var (
@@ -110,20 +74,20 @@ func TestKubectlExec(t *testing.T) {
 					t.Errorf("%s exec sessions: %v, want 3", mode.proto, n)
 				}
 			}()
-			out, errOut, code := e.run(t, "alice-token", mode.env, strings.NewReader("hello kubectl"), "exec", "-i", "-n", "a", "web-0", "--", "cat")
+			out, errOut, code := e.k.Run(t, "alice-token", mode.env, strings.NewReader("hello kubectl"), "exec", "-i", "-n", "a", "web-0", "--", "cat")
 			if code != 0 || out != "hello kubectl" {
 				t.Fatalf("exec -i cat: exit %d, stdout %q, stderr %q", code, out, errOut)
 			}
-			out, errOut, code = e.run(t, "alice-token", mode.env, nil, "exec", "-n", "a", "web-0", "--", "exit", "7")
+			out, errOut, code = e.k.Run(t, "alice-token", mode.env, nil, "exec", "-n", "a", "web-0", "--", "exit", "7")
 			if code != 7 || out != "bye" {
 				t.Fatalf("exec exit 7: exit %d, stdout %q, stderr %q", code, out, errOut)
 			}
-			out, errOut, code = e.run(t, "alice-token", mode.env, nil, "exec", "-n", "a", "web-0", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+			out, errOut, code = e.k.Run(t, "alice-token", mode.env, nil, "exec", "-n", "a", "web-0", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
 			if code != 3 || out != "out\n" || !strings.Contains(errOut, "err\n") {
 				t.Fatalf("exec sh: exit %d, stdout %q, stderr %q", code, out, errOut)
 			}
 			// bob may not: the cluster's 403, kubectl's exit code 1.
-			_, errOut, code = e.run(t, "bob-token", mode.env, nil, "exec", "-n", "a", "web-0", "--", "cat")
+			_, errOut, code = e.k.Run(t, "bob-token", mode.env, nil, "exec", "-n", "a", "web-0", "--", "cat")
 			if code != 1 || !strings.Contains(errOut, `User "bob" cannot`) {
 				t.Fatalf("bob: exit %d, stderr %q", code, errOut)
 			}
@@ -146,7 +110,7 @@ func TestKubectlCpAndAttach(t *testing.T) {
 	e := startForKubectl(t)
 	data := make([]byte, 32<<20)
 	rand.Read(data)
-	local := filepath.Join(e.home, "up.bin")
+	local := filepath.Join(e.k.Home, "up.bin")
 	if err := os.WriteFile(local, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +129,7 @@ func TestKubectlCpAndAttach(t *testing.T) {
 				}
 			}()
 			remote := filepath.Join(remoteDir, mode.name+".bin")
-			_, errOut, code := e.run(t, "alice-token", mode.env, nil, "cp", local, "a/web-0:"+remote)
+			_, errOut, code := e.k.Run(t, "alice-token", mode.env, nil, "cp", local, "a/web-0:"+remote)
 			if code != 0 {
 				t.Fatalf("cp up: exit %d, stderr %q", code, errOut)
 			}
@@ -173,8 +137,8 @@ func TestKubectlCpAndAttach(t *testing.T) {
 			if err != nil || sum(got) != sum(data) {
 				t.Fatalf("cp up: %d bytes arrived (%v), sha256 differs", len(got), err)
 			}
-			back := filepath.Join(e.home, mode.name+"-back.bin")
-			_, errOut, code = e.run(t, "alice-token", mode.env, nil, "cp", "a/web-0:"+remote, back)
+			back := filepath.Join(e.k.Home, mode.name+"-back.bin")
+			_, errOut, code = e.k.Run(t, "alice-token", mode.env, nil, "cp", "a/web-0:"+remote, back)
 			if code != 0 {
 				t.Fatalf("cp down: exit %d, stderr %q", code, errOut)
 			}
@@ -184,7 +148,7 @@ func TestKubectlCpAndAttach(t *testing.T) {
 			}
 			// attach to the "container" (it echoes its stdin); stdin's EOF
 			// ends it.
-			out, errOut, code := e.run(t, "alice-token", mode.env, strings.NewReader("attached\n"), "attach", "-i", "-n", "a", "web-0")
+			out, errOut, code := e.k.Run(t, "alice-token", mode.env, strings.NewReader("attached\n"), "attach", "-i", "-n", "a", "web-0")
 			if code != 0 || out != "attached\n" {
 				t.Fatalf("attach: exit %d, stdout %q, stderr %q", code, out, errOut)
 			}
@@ -239,7 +203,7 @@ func (e *kubectlEnv) portForward(t *testing.T, env []string, args ...string) ([]
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return testnet.PortForward(t, e.cmd(ctx, "alice-token", env, append([]string{"port-forward"}, args...)...), cancel, want)
+	return testnet.PortForward(t, e.k.Cmd(ctx, "alice-token", env, append([]string{"port-forward"}, args...)...), cancel, want)
 }
 
 // TestKubectlExecTTY: kubectl exec -it on a terminal (script(1) gives it a
@@ -258,7 +222,7 @@ func TestKubectlExecTTY(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			kc := e.cmd(ctx, "alice-token", mode.env, "exec", "-it", "-n", "a", "web-0", "--", "tty")
+			kc := e.k.Cmd(ctx, "alice-token", mode.env, "exec", "-it", "-n", "a", "web-0", "--", "tty")
 			line := "stty cols 100 rows 30; exec"
 			for _, a := range kc.Args {
 				line += " '" + a + "'"

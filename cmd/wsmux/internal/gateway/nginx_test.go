@@ -143,10 +143,6 @@ func startNginxTLS(t *testing.T, upstream string) (string, string) {
 // TestKubectlThroughNginx: kubectl's WebSocket exec, cp and port-forward
 // pass a WebSocket-only nginx in front of the gateway; SPDY does not.
 func TestKubectlThroughNginx(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl not found in PATH: install kubectl (1.31 or later) to run the tests of unmodified kubectl through the gateway")
-	}
 	cl := clustertest.Start(t)
 	cl.SetRBAC(map[string][]string{"alice": {"a"}})
 	cl.Dir = t.TempDir()
@@ -158,21 +154,22 @@ func TestKubectlThroughNginx(t *testing.T) {
 	}
 	srv := serveGateway(t, g)
 	url, ca := startNginxTLS(t, strings.TrimPrefix(srv.URL, "http://"))
-	home := t.TempDir()
-	os.WriteFile(filepath.Join(home, "no-kubeconfig"), []byte("apiVersion: v1\nkind: Config\n"), 0o600)
-	e := &kubectlEnv{gw: &gw{g: g, srv: srv, cl: cl}, kubectl: kubectl, home: home, ca: ca}
-	e.serverURL = url
+	caPEM, err := os.ReadFile(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &kubectlEnv{gw: &gw{g: g, srv: srv, cl: cl}, k: testnet.NewKubectl(t, url, caPEM)}
 
-	out, errOut, code := e.run(t, "alice-token", wsOn, strings.NewReader("through nginx"), "exec", "-i", "-n", "a", "web-0", "--", "cat")
+	out, errOut, code := e.k.Run(t, "alice-token", wsOn, strings.NewReader("through nginx"), "exec", "-i", "-n", "a", "web-0", "--", "cat")
 	if code != 0 || out != "through nginx" {
 		t.Fatalf("websocket exec through nginx: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	data := make([]byte, 8<<20)
 	rand.Read(data)
-	local := filepath.Join(home, "up.bin")
+	local := filepath.Join(e.k.Home, "up.bin")
 	os.WriteFile(local, data, 0o600)
 	remote := filepath.Join(cl.Dir, "up.bin")
-	if _, errOut, code := e.run(t, "alice-token", wsOn, nil, "cp", local, "a/web-0:"+remote); code != 0 {
+	if _, errOut, code := e.k.Run(t, "alice-token", wsOn, nil, "cp", local, "a/web-0:"+remote); code != 0 {
 		t.Fatalf("cp through nginx: exit %d, %s", code, errOut)
 	}
 	if got, _ := os.ReadFile(remote); sum(got) != sum(data) {
@@ -186,7 +183,7 @@ func TestKubectlThroughNginx(t *testing.T) {
 	}
 	stop()
 	// SPDY upgrades do not pass this proxy: kubectl fails.
-	_, errOut, code = e.run(t, "alice-token", spdyOnly, nil, "exec", "-n", "a", "web-0", "--", "cat")
+	_, errOut, code = e.k.Run(t, "alice-token", spdyOnly, nil, "exec", "-n", "a", "web-0", "--", "cat")
 	if code != 1 || !strings.Contains(errOut, "a proxy on the way dropped its Upgrade header") {
 		t.Fatalf("SPDY exec through a WebSocket-only nginx: exit %d, stderr %q; want 1 and the gateway's reason", code, errOut)
 	}

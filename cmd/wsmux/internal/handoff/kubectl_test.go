@@ -8,17 +8,12 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/pem"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -52,46 +47,13 @@ func apiProxy(t testing.TB, cl *clustertest.Cluster) http.Handler {
 	}
 }
 
-// kubectl runs the kubectl on this machine against the test controller
-// with env added, and returns its stdout, stderr and exit code.
-func (e *env) kubectl(t *testing.T, env []string, stdin io.Reader, args ...string) (string, string, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	return testnet.RunCmd(t, e.kubectlCmd(t, ctx, env, args...), stdin)
-}
-
-// kubectlCmd is kubectl with the controller, behind a TLS-terminating
-// proxy, as its server. A handed-off socket carries no TLS state, so a
-// controller that hands off serves plain HTTP behind TLS at the edge (an
-// ingress, a balancer), and kubectl sends its token only over TLS.
-func (e *env) kubectlCmd(t *testing.T, ctx context.Context, env []string, args ...string) *exec.Cmd {
-	t.Helper()
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl not found in PATH: install kubectl (1.31 or later) to run the tests of unmodified kubectl through a controller's handoff")
-	}
-	edge := e.tlsEdge(t)
-	home := t.TempDir()
-	kubeconfig := filepath.Join(home, "no-kubeconfig")
-	ca := filepath.Join(home, "ca.pem")
-	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: edge.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	full := append([]string{"--server", edge.URL, "--token", ctlToken, "--certificate-authority", ca, "--kubeconfig", kubeconfig}, args...)
-	c := exec.CommandContext(ctx, kubectl, full...)
-	c.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}, env...)
-	c.Dir = home
-	return c
-}
-
-// tlsEdge starts a TLS-terminating reverse proxy in front of the
-// controller (upgrades pass through it: Go's ReverseProxy splices a 101's
-// two connections), closed at cleanup.
-func (e *env) tlsEdge(t *testing.T) *httptest.Server {
+// kubectl is the kubectl on this machine with the controller as its
+// server, behind a TLS-terminating proxy (upgrades pass through it: Go's
+// ReverseProxy splices a 101's two connections). A handed-off socket
+// carries no TLS state, so a controller that hands off serves plain HTTP
+// behind TLS at the edge (an ingress, a balancer); and kubectl sends its
+// token only over TLS.
+func (e *env) kubectl(t *testing.T) *testnet.Kubectl {
 	t.Helper()
 	ctl, err := url.Parse(e.ctl.URL)
 	if err != nil {
@@ -99,19 +61,21 @@ func (e *env) tlsEdge(t *testing.T) *httptest.Server {
 	}
 	edge := httptest.NewTLSServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(ctl) }})
 	t.Cleanup(edge.Close)
-	return edge
+	return testnet.NewKubectl(t, edge.URL, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: edge.Certificate().Raw}))
 }
 
 func (e *env) upgrades(proto, kind string) float64 {
 	return ops.Value(e.g.Metrics().Upgrades.WithLabelValues(proto, kind))
 }
 
+// kubectlModes are kubectl's two protocols, named as the gateway's metrics
+// name them.
 var kubectlModes = []struct {
-	name, proto string
-	env         []string
+	proto string
+	env   []string
 }{
-	{"websocket", "websocket", nil},
-	{"spdy", "spdy", []string{"KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false", "KUBECTL_PORT_FORWARD_WEBSOCKETS=false"}},
+	{"websocket", nil},
+	{"spdy", []string{"KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false", "KUBECTL_PORT_FORWARD_WEBSOCKETS=false"}},
 }
 
 // TestKubectlThroughHandoff: the real kubectl binary, unmodified, talks
@@ -121,17 +85,18 @@ var kubectlModes = []struct {
 // and reached the cluster as the controller's caller.
 func TestKubectlThroughHandoff(t *testing.T) {
 	e := start(t, nil)
+	k := e.kubectl(t)
 	data := make([]byte, 4<<20)
 	rand.Read(data)
 	want := sha256.Sum256(data)
 	for _, mode := range kubectlModes {
-		t.Run(mode.name, func(t *testing.T) {
+		t.Run(mode.proto, func(t *testing.T) {
 			before := e.upgrades(mode.proto, "exec")
-			out, errOut, code := e.kubectl(t, mode.env, bytes.NewReader(data), "exec", "-i", "-n", "default", "web-0", "--", "cat")
+			out, errOut, code := k.Run(t, ctlToken, mode.env, bytes.NewReader(data), "exec", "-i", "-n", "default", "web-0", "--", "cat")
 			if code != 0 || sha256.Sum256([]byte(out)) != want {
 				t.Fatalf("exec -i cat: exit %d, %d of %d bytes back (sha256 differs or short), stderr %q", code, len(out), len(data), errOut)
 			}
-			out, errOut, code = e.kubectl(t, mode.env, nil, "exec", "-n", "default", "web-0", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+			out, errOut, code = k.Run(t, ctlToken, mode.env, nil, "exec", "-n", "default", "web-0", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
 			if code != 3 || out != "out\n" || !strings.Contains(errOut, "err\n") {
 				t.Fatalf("exec sh: exit %d, stdout %q, stderr %q", code, out, errOut)
 			}
@@ -154,11 +119,12 @@ func TestKubectlThroughHandoff(t *testing.T) {
 // bytes back whole through the forwarded port.
 func TestKubectlPortForwardThroughHandoff(t *testing.T) {
 	e := start(t, nil)
+	k := e.kubectl(t)
 	for _, mode := range kubectlModes {
-		t.Run(mode.name, func(t *testing.T) {
+		t.Run(mode.proto, func(t *testing.T) {
 			before := e.upgrades(mode.proto, "portforward")
 			ctx, cancel := context.WithCancel(context.Background())
-			addrs, stop := testnet.PortForward(t, e.kubectlCmd(t, ctx, mode.env, "port-forward", "-n", "default", "pod/web-0", ":8080"), cancel, 1)
+			addrs, stop := testnet.PortForward(t, k.Cmd(ctx, ctlToken, mode.env, "port-forward", "-n", "default", "pod/web-0", ":8080"), cancel, 1)
 			defer stop()
 			const conns = 4
 			errs := make(chan error, conns)

@@ -7,11 +7,64 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
 )
+
+// Kubectl is the kubectl on this machine pointed at one server, with no
+// kubeconfig of its own and HOME in a temporary folder.
+type Kubectl struct {
+	Path   string // the binary
+	Server string // its --server
+	CA     string // the file of its --certificate-authority
+	Home   string // HOME and the working directory
+}
+
+// NewKubectl points the kubectl on this machine at server, trusting the
+// PEM certificate ca; without kubectl in PATH it skips t.
+func NewKubectl(t testing.TB, server string, ca []byte) *Kubectl {
+	t.Helper()
+	path, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not found in PATH: install kubectl (1.31 or later) to run the tests of unmodified kubectl")
+	}
+	k := &Kubectl{Path: path, Server: server, Home: t.TempDir()}
+	k.CA = filepath.Join(k.Home, "ca.pem")
+	if err := os.WriteFile(k.CA, ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(k.kubeconfig(), []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// kubeconfig is an empty kubeconfig, so that no file of the machine's
+// counts.
+func (k *Kubectl) kubeconfig() string { return filepath.Join(k.Home, "no-kubeconfig") }
+
+// Cmd is kubectl args with token as its credentials; env adds variables
+// (KUBECTL_..._WEBSOCKETS=false).
+func (k *Kubectl) Cmd(ctx context.Context, token string, env []string, args ...string) *exec.Cmd {
+	full := append([]string{"--server", k.Server, "--token", token, "--certificate-authority", k.CA, "--kubeconfig", k.kubeconfig()}, args...)
+	c := exec.CommandContext(ctx, k.Path, full...)
+	c.Env = append([]string{"HOME=" + k.Home, "PATH=" + os.Getenv("PATH")}, env...)
+	c.Dir = k.Home
+	return c
+}
+
+// Run runs kubectl args (for a minute at most) and returns its stdout, its
+// stderr and its exit code.
+func (k *Kubectl) Run(t testing.TB, token string, env []string, stdin io.Reader, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return RunCmd(t, k.Cmd(ctx, token, env, args...), stdin)
+}
 
 // RunCmd runs c (its Stdin set to stdin) and returns its stdout, its
 // stderr and its exit code; a command that could not run at all fails t.
