@@ -101,10 +101,11 @@ var readBuffers = sync.Pool{New: func() any { b := make([]byte, evReadBuffer); r
 
 // evConn is the event loop's state of one session.
 type evConn struct {
-	s     *Session
-	reg   netpoll.Registration
-	timer netpoll.Timer
-	flags atomic.Uint32
+	noLead // no leader reads: workers read the socket
+	s      *Session
+	reg    netpoll.Registration
+	timer  netpoll.Timer
+	flags  atomic.Uint32
 
 	// Owned by the running worker. (The flags are together: an idle
 	// session holds this struct, and its size class is what counts.)
@@ -177,18 +178,18 @@ func (c *evConn) putCtl() {
 // startEventLoop registers the session's connection conn with the event
 // loop (NewSession, for DriverEventLoop). br's buffered bytes are read
 // first.
-func (s *Session) startEventLoop(conn net.Conn, br *bufio.Reader, client bool) error {
+func (s *Session) startEventLoop(conn net.Conn, br *bufio.Reader) error {
 	loop, err := defaultLoop()
 	if err != nil {
 		return err
 	}
-	c := &evConn{s: s, client: client}
-	c.parser.Init(client, s.cfg.MaxMessageSize)
+	c := &evConn{s: s, client: s.client}
+	c.parser.Init(s.client, s.cfg.MaxMessageSize)
 	c.pre = handshakeBytes(br)
 	c.timer.Init(loop.wheel, c.onTimer)
-	s.ev = c
+	s.drv = c
 	if err := loop.poller.Add(&c.reg, conn, c); err != nil {
-		s.ev = nil // NewSession falls back to a goroutine driver; nothing ran
+		s.drv = nil // startDriver falls back to a goroutine driver; nothing ran
 		return err
 	}
 	if s.res != nil {
@@ -232,7 +233,7 @@ func (c *evConn) signal(bits uint32) {
 // the goroutine drivers' direct writes), which is most of an echo's cost
 // on the loop and a good part of a bulk transfer's. The turn's writes never
 // block (a full socket waits for the poller), so its size does not matter.
-func (c *evConn) kick() {
+func (c *evConn) kick(*Stream, int) {
 	s := c.s
 	if !c.flags.CompareAndSwap(0, evQueued|evWake) {
 		c.signal(evWake)
@@ -543,10 +544,21 @@ func (c *evConn) finish() {
 	close(s.done)
 }
 
-// connClosed tells the driver that Close closed the connection under it
-// (Close's timeout): the event loop ends the session now.
-func (s *Session) connClosed() {
-	if s.ev != nil {
-		s.ev.signal(evKill)
-	}
+// The driver's side of the session (driver.go).
+
+func (c *evConn) wake() { c.signal(evWake) }
+
+// suspended: the worker leaves the connection (driver_eventloop_resume.go).
+func (c *evConn) suspended() { c.signal(evLost) }
+
+// attach hands conn over: the worker that runs the session's next turn
+// registers it (driver_eventloop_resume.go).
+func (c *evConn) attach(conn net.Conn, br *bufio.Reader) {
+	c.next = &evNext{conn: conn, pre: handshakeBytes(br)}
 }
+
+func (c *evConn) resumed() { c.signal(evWake) }
+
+// connClosed: Close closed the connection under the driver (Close's
+// timeout): the event loop ends the session now.
+func (c *evConn) connClosed() { c.signal(evKill) }

@@ -16,11 +16,11 @@ import (
 // 1.5 x with 2 processors). With them, the goroutine that waits for the
 // answer is the one the network poller wakes, as with a raw socket.
 //
-// The right to read the socket is a token (s.tok, guarded by s.mu):
+// The right to read the socket is a token (d.tok, guarded by s.mu):
 //
 //   - tokReader: the reader goroutine has it (the start, and whenever
 //     nobody else wants it);
-//   - tokLeader: the Read of s.leader has it and reads whole messages and
+//   - tokLeader: the Read of d.leader has it and reads whole messages and
 //     feeds them to the core (every stream's, not only its own) until its
 //     own stream has something to return;
 //   - tokFree: nobody: the last leader returned having drained its stream,
@@ -33,7 +33,7 @@ import (
 //     Read would cost more than the handoff it saves: a timer that becomes
 //     the earliest one interrupts the runtime's network poller.)
 //
-// The reader goroutine hands the token to a waiting Read (s.leadWant) when
+// The reader goroutine hands the token to a waiting Read (d.leadWant) when
 // it has no buffered bytes left, that is when its next read would wait on
 // the socket. A leader that returns with bytes still buffered for its
 // stream gives the token straight back, since its next Read will not need
@@ -58,7 +58,7 @@ import (
 // and TLS over them, whose reads a deadline interrupts cleanly
 // (wsio.Interruptible).
 
-// The states of Session.tok.
+// The states of fastDriver.tok.
 const (
 	tokReader int8 = iota
 	tokLeader
@@ -84,22 +84,23 @@ var aLongTimeAgo = time.Unix(1, 0)
 // the reader goroutine looks for a Read to hand the token to, -2 when a
 // goroutine is about to wait for the socket (reclaim), otherwise a check
 // of the reader goroutine that set the next one period from now.
-var leadHook = func(s *Session, period time.Duration) {}
+var leadHook = func(d *fastDriver, period time.Duration) {}
 
 // canLead reports whether a Read of st may take the token (s.mu held).
-func (s *Session) canLead(st *Stream) bool {
-	return s.leadOK && s.e.Err() == nil && !s.e.Suspended() && !s.lingering && !st.readDeadlineSet() && !s.e.ReceivingMany(s.now())
+func (d *fastDriver) canLead(st *Stream) bool {
+	s := d.s
+	return d.leadOK && s.e.Err() == nil && !s.e.Suspended() && !s.lingering && !st.readDeadlineSet() && !s.e.ReceivingMany(s.now())
 }
 
 // takeLead gives the token to the waiting Read of st if it is free or was
 // handed to st (s.mu held).
-func (s *Session) takeLead(st *Stream) bool {
+func (d *fastDriver) takeLead(st *Stream) bool {
 	switch {
-	case s.tok == tokLeader && s.leader == st:
+	case d.tok == tokLeader && d.leader == st:
 		return true
-	case s.tok == tokFree && s.canLead(st):
-		s.tok, s.leader = tokLeader, st
-		s.leadGen++
+	case d.tok == tokFree && d.canLead(st):
+		d.tok, d.leader = tokLeader, st
+		d.leadGen++
 		return true
 	}
 	return false
@@ -109,55 +110,56 @@ func (s *Session) takeLead(st *Stream) bool {
 // held). keep: the Read returns data and left nothing buffered, so its
 // application is likely to Read again soon: the token goes to another
 // waiting Read or stays free; otherwise the reader goroutine gets it now.
-func (s *Session) endLead(st *Stream, keep bool) {
-	if s.tok != tokLeader || s.leader != st {
+func (d *fastDriver) endLead(st *Stream, keep bool) {
+	s := d.s
+	if d.tok != tokLeader || d.leader != st {
 		return
 	}
-	s.leader = nil
+	d.leader = nil
 	if keep && s.e.Err() == nil && !s.lingering {
-		if w := s.leadWant; w != nil && w != st && w.rec.Lent() && s.canLead(w) {
+		if w := d.leadWant; w != nil && w != st && w.rec.Lent() && d.canLead(w) {
 			// Another Read waits: it leads next.
-			s.leadWant = nil
-			s.tok, s.leader = tokLeader, w
-			s.leadGen++
+			d.leadWant = nil
+			d.tok, d.leader = tokLeader, w
+			d.leadGen++
 			w.signalRead()
 			return
 		}
-		s.tok = tokFree
-		if now := s.now(); s.tickDue-now > 2*leadCheck {
+		d.tok = tokFree
+		if now := s.now(); d.tickDue-now > 2*leadCheck {
 			// The reader goroutine's check was backed off while this
 			// leader waited: bring it near, so that a token nobody
 			// takes again is back with it soon. (Only after a long
 			// wait: a busy leader finds the check near already.)
-			s.tickDue = now + leadCheck
-			s.tokTimer.Reset(leadCheck)
+			d.tickDue = now + leadCheck
+			d.tokTimer.Reset(leadCheck)
 		}
 		return
 	}
-	s.tok = tokReader
-	notify(s.tokCh)
+	d.tok = tokReader
+	notify(d.tokCh)
 }
 
 // reclaim gives a free token back to the reader goroutine (s.mu held), for
 // a goroutine about to wait for something only the socket can bring.
-func (s *Session) reclaim() {
-	if s.tok == tokFree {
-		s.tok = tokReader
-		notify(s.tokCh)
+func (d *fastDriver) reclaim() {
+	if d.tok == tokFree {
+		d.tok = tokReader
+		notify(d.tokCh)
 	}
-	leadHook(s, -2)
+	leadHook(d, -2)
 }
 
 // giveBack returns the token of the leader st to the reader goroutine
 // (s.mu held). failed: the leader's read failed; the reader goroutine then
 // reads once itself, and meets the error, before it hands the token to
 // anyone again.
-func (s *Session) giveBack(st *Stream, failed bool) {
-	if s.tok == tokLeader && s.leader == st {
-		s.leader = nil
-		s.tok = tokReader
-		s.leadFailed = s.leadFailed || failed
-		notify(s.tokCh)
+func (d *fastDriver) giveBack(st *Stream, failed bool) {
+	if d.tok == tokLeader && d.leader == st {
+		d.leader = nil
+		d.tok = tokReader
+		d.leadFailed = d.leadFailed || failed
+		notify(d.tokCh)
 	}
 }
 
@@ -166,16 +168,17 @@ func (s *Session) giveBack(st *Stream, failed bool) {
 // the core. A nil error means the caller should look at its stream again:
 // a message was fed, or the wait was interrupted. On an error the caller
 // gives the token back; the reader goroutine then meets the error itself.
-func (s *Session) leadOnce() error {
-	s.peeking = true
-	leadHook(s, 0)
-	c := s.wsc // a resume replaces it, but not while a Read leads
+func (d *fastDriver) leadOnce() error {
+	s := d.s
+	d.peeking = true
+	leadHook(d, 0)
+	c := d.wsc // a resume replaces it, but not while a Read leads
 	s.unlock()
 	err := c.Wait()
 	s.mu.Lock()
-	s.peeking = false
-	if s.interrupted {
-		s.interrupted = false
+	d.peeking = false
+	if d.interrupted {
+		d.interrupted = false
 		if !s.lingering {
 			_ = s.conn.SetReadDeadline(time.Time{})
 		}
@@ -199,9 +202,10 @@ func (s *Session) leadOnce() error {
 
 // interruptLeader ends the leader's Wait (s.mu held): something changed
 // that its Read must see.
-func (s *Session) interruptLeader() {
-	if s.peeking && !s.interrupted {
-		s.interrupted = true
+func (d *fastDriver) interruptLeader() {
+	s := d.s
+	if d.peeking && !d.interrupted {
+		d.interrupted = true
 		_ = s.conn.SetReadDeadline(aLongTimeAgo)
 	}
 }
@@ -209,30 +213,31 @@ func (s *Session) interruptLeader() {
 // handOff gives the token to a waiting Read, if there is one that may
 // lead, and waits until it comes back (reader goroutine; s.mu not held).
 // It is called only when no received bytes are buffered.
-func (s *Session) handOff() {
+func (d *fastDriver) handOff() {
+	s := d.s
 	s.mu.Lock()
-	leadHook(s, -1)
-	st := s.leadWant
-	if s.leadFailed || st == nil || s.tok != tokReader || !s.canLead(st) || !st.rec.Lent() {
-		s.leadFailed = false
+	leadHook(d, -1)
+	st := d.leadWant
+	if d.leadFailed || st == nil || d.tok != tokReader || !d.canLead(st) || !st.rec.Lent() {
+		d.leadFailed = false
 		s.unlock()
 		return
 	}
-	s.leadWant = nil
-	s.tok, s.leader = tokLeader, st
-	s.leadGen++
+	d.leadWant = nil
+	d.tok, d.leader = tokLeader, st
+	d.leadGen++
 	st.signalRead()
-	gen := s.leadGen
+	gen := d.leadGen
 	dead := s.deadCh
 	period := leadCheck
-	s.tickDue = s.now() + period
-	s.tokTimer.Reset(period)
-	for s.tok != tokReader {
+	d.tickDue = s.now() + period
+	d.tokTimer.Reset(period)
+	for d.tok != tokReader {
 		s.unlock()
 		tick := false
 		select {
-		case <-s.tokCh:
-		case <-s.tokTimer.C:
+		case <-d.tokCh:
+		case <-d.tokTimer.C:
 			tick = true
 		case <-dead:
 			dead = nil // the leader is interrupted and gives the token back
@@ -240,27 +245,80 @@ func (s *Session) handOff() {
 		}
 		s.mu.Lock()
 		if tick {
-			s.ticks++
-			if s.tok == tokFree && (s.leadGen == gen || s.e.Err() != nil) {
-				s.tok = tokReader // free and unused for a whole period
+			d.ticks++
+			if d.tok == tokFree && (d.leadGen == gen || s.e.Err() != nil) {
+				d.tok = tokReader // free and unused for a whole period
 				break
 			}
 			switch {
-			case s.leadGen != gen || s.tok == tokFree:
+			case d.leadGen != gen || d.tok == tokFree:
 				period = leadCheck // in use: look again soon
 			default:
 				period = min(2*period, leadCheckMax) // one leader waits on
 			}
-			gen = s.leadGen
-			s.tickDue = s.now() + period
-			s.tokTimer.Reset(period)
-			leadHook(s, period)
+			gen = d.leadGen
+			d.tickDue = s.now() + period
+			d.tokTimer.Reset(period)
+			leadHook(d, period)
 		}
 	}
-	s.tokTimer.Stop()
+	d.tokTimer.Stop()
 	s.unlock()
 	select {
-	case <-s.tokCh: // stale
+	case <-d.tokCh: // stale
 	default:
 	}
+}
+
+// handOffIdle is the reader goroutine's look for a Read to hand the
+// socket to, before each read (goDriver.beforeRead): only when no
+// received bytes are buffered, and after a resume from the second message
+// on (the first one retires the token the resume used).
+func (d *fastDriver) handOffIdle() {
+	s := d.s
+	if d.leadOK && d.wsc.Buffered() == 0 && (s.res == nil || s.res.confirm == nil) {
+		d.handOff()
+	}
+}
+
+// readable interrupts the leader's Wait when st is its stream (s.mu held):
+// its Read has something to return.
+func (d *fastDriver) readable(st *Stream) {
+	if d.leader == st {
+		d.interruptLeader()
+	}
+}
+
+// leadWoke is called when a Read of st whose buffer was lent wakes (s.mu
+// held): it no longer waits for the token, and it reports whether the
+// Read holds it (taken, or handed over by the reader goroutine).
+func (d *fastDriver) leadWoke(st *Stream) bool {
+	if d.leadWant == st {
+		d.leadWant = nil
+	}
+	return d.tok == tokLeader && d.leader == st
+}
+
+// leadWait is called by a Read of st about to wait with its buffer lent
+// (s.mu held). lead: it holds the token. When it may lead it reads the
+// socket here rather than wait for the reader goroutine to hand the data
+// over (again: look at the stream again); otherwise it gives back a token
+// it holds (a deadline was set, or the session ends), or asks for the
+// token for its next wait.
+func (d *fastDriver) leadWait(st *Stream, lead bool) (leads, again bool) {
+	switch {
+	case (lead || d.takeLead(st)) && d.canLead(st):
+		lead = true
+		if err := d.leadOnce(); err != nil {
+			d.giveBack(st, true)
+			lead = false
+		}
+		return lead, true
+	case lead || d.tok == tokLeader && d.leader == st:
+		d.giveBack(st, false)
+		lead = false
+	case d.leadWant == nil && d.canLead(st):
+		d.leadWant = st
+	}
+	return lead, false
 }

@@ -1,12 +1,13 @@
 package mux
 
 import (
+	"bufio"
 	"errors"
+	"net"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"time"
-
-	"github.com/gobwas/ws"
 
 	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/mux/internal/pool"
@@ -19,13 +20,83 @@ import (
 // DriverFastPaths (driver_fastpaths*.go) are strategies on top of it,
 // behind the same seam (seam.go) and under the same locks.
 
+// goDriver is the goroutine driver's state beside the engine.
+type goDriver struct {
+	noLead // the reader goroutine reads every message
+	s      *Session
+	wsc    *wsio.Conn
+
+	// beforeRead, when set, runs before each read of the reader
+	// goroutine (fastDriver's hand-off of the socket to a waiting Read).
+	beforeRead func()
+
+	rxStart      atomic.Int64  // 1 + session clock when the message being received started; 0: none
+	wakeCh       chan struct{} // wakes the writer goroutine
+	writerDone   chan struct{}
+	writerParked atomic.Bool // the writer waits for work (set before it releases sendMu)
+	wdl          time.Time   // write deadline in force (sendMu)
+	directErr    error       // a direct write failed; the writer handles it (sendMu)
+}
+
+// newGoDriver prepares the goroutine driver of s over conn (br's buffered
+// bytes are read first); start starts its goroutines.
+func newGoDriver(s *Session, conn net.Conn, br *bufio.Reader) *goDriver {
+	d := &goDriver{s: s}
+	d.init(conn, br)
+	return d
+}
+
+func (d *goDriver) init(conn net.Conn, br *bufio.Reader) {
+	s := d.s
+	d.wakeCh = make(chan struct{}, 1)
+	d.writerDone = make(chan struct{})
+	s.readerDone = make(chan struct{})
+	d.wsc = wsio.New(conn, br, s.client, s.cfg.MaxMessageSize)
+	d.wsc.SetNotify(d.wake)
+	d.wsc.SetMessageHook(d.messageHook)
+}
+
+func (d *goDriver) start() {
+	go d.writeLoop()
+	go d.readLoop()
+}
+
+// wake tells the writer goroutine there may be something to write.
+func (d *goDriver) wake() { notify(d.wakeCh) }
+
+// kick wakes the writer goroutine (s.mu held; it releases it).
+func (d *goDriver) kick(*Stream, int) {
+	d.wake()
+	d.s.unlock()
+}
+
+func (d *goDriver) suspended()  {} // the reader and writer see the connection fail
+func (d *goDriver) connClosed() {} // the writer's write fails
+
+// attach reads and writes conn from now on (s.mu and sendMu held). A
+// direct write that failed on the lost connection left its error for the
+// writer goroutine; if the writer had not taken it yet, it would suspend
+// the session again on this connection.
+func (d *goDriver) attach(conn net.Conn, br *bufio.Reader) {
+	s := d.s
+	d.directErr = nil
+	d.wsc = wsio.New(conn, br, s.client, s.cfg.MaxMessageSize)
+	d.wsc.SetNotify(d.wake)
+	d.wsc.SetMessageHook(d.messageHook)
+}
+
+// resumed starts a reader goroutine on the new connection (the writer
+// goroutine goes on).
+func (d *goDriver) resumed() { go d.readLoop() }
+
 // messageHook records when the message being received started (reader
 // goroutine); the writer's timers bound how long it may stay partial.
-func (s *Session) messageHook(started bool) {
+func (d *goDriver) messageHook(started bool) {
+	s := d.s
 	if started {
-		s.rxStart.Store(int64(s.now()) + 1)
+		d.rxStart.Store(int64(s.now()) + 1)
 	} else {
-		s.rxStart.Store(0)
+		d.rxStart.Store(0)
 	}
 }
 
@@ -33,16 +104,14 @@ func (s *Session) messageHook(started bool) {
 const yieldMessage = 4 << 10
 
 // readLoop feeds every message to the core until the connection fails.
-func (s *Session) readLoop() {
+func (d *goDriver) readLoop() {
+	s := d.s
 	defer close(s.readerDone)
 	for {
-		if s.leadOK && s.wsc.Buffered() == 0 && (s.res == nil || s.res.confirm == nil) {
-			// A waiting Read reads the socket meanwhile (after a
-			// resume, from the second message on: the first one
-			// retires the token the resume used).
-			s.handOff()
+		if d.beforeRead != nil {
+			d.beforeRead() // the fast paths' hand-off to a leader
 		}
-		msg, err := s.wsc.ReadMessage()
+		msg, err := d.wsc.ReadMessage()
 		s.mu.Lock()
 		if err != nil {
 			if !isPeerEnd(err) && s.lost(s.now(), err) {
@@ -69,24 +138,11 @@ func (s *Session) readLoop() {
 	}
 }
 
-// readFailed ends the session after a read error (s.mu held).
-func (s *Session) readFailed(err error) {
-	var ce *wsio.CloseError
-	var pe *wsio.ProtocolError
-	switch {
-	case errors.As(err, &ce):
-		s.e.PeerClosed(ce.Code == ws.StatusNormalClosure || ce.Code == ws.StatusGoingAway || ce.Code == ws.StatusNoStatusRcvd, err)
-	case errors.As(err, &pe):
-		s.e.WebSocketViolation(uint16(pe.Close), err)
-	default:
-		s.e.ReadFailed(err)
-	}
-}
-
 // writeLoop writes the preface, then batches until the session ends; it
 // also runs the timers. It closes the connection when done.
-func (s *Session) writeLoop() {
-	defer close(s.writerDone)
+func (d *goDriver) writeLoop() {
+	s := d.s
+	defer close(d.writerDone)
 	e := s.e
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -96,23 +152,23 @@ func (s *Session) writeLoop() {
 	var bp *[]byte // batch buffer, held from batch to batch while busy
 	s.sendMu.Lock()
 	for {
-		if err := s.directErr; err != nil {
-			s.directErr = nil
-			if s.writeError(err) {
+		if err := d.directErr; err != nil {
+			d.directErr = nil
+			if d.writeError(err) {
 				continue // suspended: a resume brings a new connection
 			}
 			writeFailed = true
 			break
 		}
-		if s.wsc.ControlPending() && !s.Suspended() {
+		if d.wsc.ControlPending() && !s.Suspended() {
 			// A pong or close reply goes out even when no batch was
 			// written for long: the deadline of the last one has passed.
-			if t := time.Now(); s.wdl.Sub(t) < s.cfg.WriteTimeout*3/4 {
-				s.wdl = t.Add(s.cfg.WriteTimeout)
-				_ = s.conn.SetWriteDeadline(s.wdl)
+			if t := time.Now(); d.wdl.Sub(t) < s.cfg.WriteTimeout*3/4 {
+				d.wdl = t.Add(s.cfg.WriteTimeout)
+				_ = s.conn.SetWriteDeadline(d.wdl)
 			}
 		}
-		if err := s.wsc.FlushControl(); err != nil {
+		if err := d.wsc.FlushControl(); err != nil {
 			s.mu.Lock()
 			if s.lost(s.now(), err) {
 				s.unlock()
@@ -133,7 +189,7 @@ func (s *Session) writeLoop() {
 			b = e.AppendPreface(b, now)
 			first = false
 		}
-		if v := s.rxStart.Load(); v > 0 {
+		if v := d.rxStart.Load(); v > 0 {
 			e.SetPartial(time.Duration(v-1), true)
 		} else {
 			e.SetPartial(0, false)
@@ -150,10 +206,10 @@ func (s *Session) writeLoop() {
 		closeBy := e.CloseBy()
 		s.unlock()
 		if len(b) > wsio.HeaderRoom {
-			err := s.writeBatch(b, dead, closeBy)
+			err := d.writeBatch(b, dead, closeBy)
 			*bp = b[:0] // kept for the next batch while busy
 			if err != nil {
-				if s.writeError(err) {
+				if d.writeError(err) {
 					continue // suspended
 				}
 				writeFailed = true
@@ -176,39 +232,40 @@ func (s *Session) writeLoop() {
 			wait = time.Hour
 		}
 		timer.Reset(wait)
-		s.writerParked.Store(true)
+		d.writerParked.Store(true)
 		s.sendMu.Unlock()
 		select {
-		case <-s.wakeCh:
+		case <-d.wakeCh:
 		case <-timer.C:
 		}
-		s.writerParked.Store(false)
+		d.writerParked.Store(false)
 		s.sendMu.Lock()
 	}
 	// sendMu stays held until the connection is closed: no direct write
 	// may follow the close.
-	s.finish(writeFailed)
+	d.finish(writeFailed)
 }
 
 // writeBatch writes the batch b with the DATA runs spliced into it (the
 // engine's Spliced; sendMu held, s.mu not held), signals the ACKs it
 // carried and counts it. dead and closeBy are the session's state when b
 // was laid out.
-func (s *Session) writeBatch(b []byte, dead bool, closeBy time.Duration) error {
+func (d *goDriver) writeBatch(b []byte, dead bool, closeBy time.Duration) error {
+	s := d.s
 	// The deadline is refreshed only when less than 3/4 of WriteTimeout
 	// is left: a write always gets at least that long, and steady state
 	// makes no deadline call per write.
 	t := time.Now()
 	switch {
 	case dead && closeBy > 0:
-		s.wdl = s.epoch.Add(closeBy)
-		_ = s.conn.SetWriteDeadline(s.wdl)
-	case s.wdl.Sub(t) < s.cfg.WriteTimeout*3/4:
-		s.wdl = t.Add(s.cfg.WriteTimeout)
-		_ = s.conn.SetWriteDeadline(s.wdl)
+		d.wdl = s.epoch.Add(closeBy)
+		_ = s.conn.SetWriteDeadline(d.wdl)
+	case d.wdl.Sub(t) < s.cfg.WriteTimeout*3/4:
+		d.wdl = t.Add(s.cfg.WriteTimeout)
+		_ = s.conn.SetWriteDeadline(d.wdl)
 	}
 	segs, n := s.e.Spliced()
-	err := s.wsc.WriteMessageSegments(b, segs)
+	err := d.wsc.WriteMessageSegments(b, segs)
 	s.e.ReleaseSpliced()
 	s.acksOut() // whether the write succeeded or not
 	if err != nil {
@@ -237,7 +294,8 @@ func (s *Session) acksOut() {
 
 // writeError ends the session after a failed write (writer goroutine,
 // sendMu held), or suspends it (true) when it may resume.
-func (s *Session) writeError(err error) bool {
+func (d *goDriver) writeError(err error) bool {
+	s := d.s
 	if s.res != nil {
 		s.mu.Lock()
 		ok := s.lost(s.now(), err)
@@ -263,7 +321,8 @@ func (s *Session) writeError(err error) bool {
 
 // finish sends the WebSocket close, lets the peer answer for a moment and
 // closes the connection (writer goroutine).
-func (s *Session) finish(writeFailed bool) {
+func (d *goDriver) finish(writeFailed bool) {
+	s := d.s
 	s.mu.Lock()
 	code, reason := s.closeStatus()
 	peerClosed := s.e.ClosedByPeer()
@@ -278,9 +337,9 @@ func (s *Session) finish(writeFailed bool) {
 		}
 		_ = s.conn.SetWriteDeadline(linger)
 		if peerClosed {
-			_ = s.wsc.FlushControl()
+			_ = d.wsc.FlushControl()
 		} else {
-			_ = s.wsc.WriteClose(code, reason)
+			_ = d.wsc.WriteClose(code, reason)
 		}
 		s.mu.Lock()
 		s.lingering = true // a leader must not clear this deadline

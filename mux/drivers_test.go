@@ -30,8 +30,8 @@ func TestDriverSelectsFastPaths(t *testing.T) {
 				_, err = io.ReadFull(st, buf)
 				require.NoError(t, err)
 			}
-			require.Equal(t, tc.fast, cs.leadOK)
-			require.Equal(t, tc.fast, cs.directWrites)
+			require.Equal(t, tc.fast, cs.leaderReads())
+			require.Equal(t, tc.fast, cs.writesDirect())
 			require.Equal(t, tc.fast, cs.e.Splicing())
 			if !tc.fast {
 				require.Zero(t, cs.Stats().LeaderMessages, "no Read leads")
@@ -114,3 +114,26 @@ func TestGoAwayReceived(t *testing.T) {
 		})
 	}
 }
+
+// The driver a session runs on, for tests that look inside it: nil when
+// it runs on another.
+func (s *Session) onLoop() *evConn        { c, _ := s.drv.(*evConn); return c }
+func (s *Session) fastPaths() *fastDriver { d, _ := s.drv.(*fastDriver); return d }
+
+// goroutines returns the goroutine driver under DriverGoroutines and
+// DriverFastPaths.
+func (s *Session) goroutines() *goDriver {
+	switch d := s.drv.(type) {
+	case *goDriver:
+		return d
+	case *fastDriver:
+		return &d.goDriver
+	}
+	return nil
+}
+
+// leaderReads reports whether the session's Reads may read the socket.
+func (s *Session) leaderReads() bool { d := s.fastPaths(); return d != nil && d.leadOK }
+
+// writesDirect reports whether a Write may write its own batch.
+func (s *Session) writesDirect() bool { return s.fastPaths() != nil }

@@ -54,8 +54,8 @@ func TestEventLoopResumeHoldsNoGoroutine(t *testing.T) {
 		require.NoError(t, err)
 		s := <-sessions
 		t.Cleanup(func() { _ = c.Close(); _ = s.Close() })
-		require.NotNil(t, c.ev, "client on the event loop")
-		require.NotNil(t, s.ev, "server on the event loop")
+		require.NotNil(t, c.onLoop(), "client on the event loop")
+		require.NotNil(t, s.onLoop(), "server on the event loop")
 		a, b := openPair(t, c, s)
 		echoOnce(t, a, b, []byte{1})
 		return pair{c, s, a, b}
@@ -84,7 +84,7 @@ func TestEventLoopResumeHoldsNoGoroutine(t *testing.T) {
 		echoOnce(t, p.a, p.b, msg)
 		require.Equal(t, uint64(1), p.c.Stats().Resumes, "client resumes")
 		require.Equal(t, uint64(1), p.s.Stats().Resumes, "server resumes")
-		require.NotNil(t, p.c.ev)
+		require.NotNil(t, p.c.onLoop())
 	}
 	// The redial goroutines and the resume requests' handlers have
 	// returned by now or are about to; a session that kept a goroutine
@@ -118,7 +118,7 @@ func TestEventLoopResumeNotPollable(t *testing.T) {
 	c, err := d.Dial(context.Background(), "ws://"+rs.host()+"/")
 	require.NoError(t, err)
 	defer c.Close()
-	require.NotNil(t, c.ev, "client on the event loop")
+	require.NotNil(t, c.onLoop(), "client on the event loop")
 	resumeEcho(t, c, "before")
 	ss := <-rs.sessions
 	defer ss.Close() // it resumed, then lost the client for good: suspended

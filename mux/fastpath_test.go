@@ -234,7 +234,7 @@ func directWriteFailureEndsSession(t *testing.T) {
 	_, err = io.ReadFull(peer, one)
 	require.NoError(t, err)
 	synctest.Wait()
-	require.True(t, cs.writerParked.Load(), "the writer is parked: a small Write sends its own batch")
+	require.True(t, cs.goroutines().writerParked.Load(), "the writer is parked: a small Write sends its own batch")
 	require.NoError(t, b.Close()) // the peer's end goes away
 	_, _ = st.Write([]byte("y"))  // its direct write fails (or the writer's, if it woke first)
 	<-cs.Done()                   // the session ends
@@ -256,7 +256,7 @@ type parkedConn struct {
 func (c *parkedConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	if c.sess != nil {
-		c.parked = append(c.parked, c.sess.writerParked.Load())
+		c.parked = append(c.parked, c.sess.goroutines().writerParked.Load())
 	}
 	c.mu.Unlock()
 	return c.Conn.Write(p)

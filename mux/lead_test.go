@@ -25,7 +25,7 @@ import (
 	"github.com/wsmux/wsmux/internal/loopback"
 )
 
-// Leader reads (lead.go): a Read that waits reads the socket itself.
+// Leader reads (driver_fastpaths_lead.go): a Read that waits reads the socket itself.
 
 // leadEvent is what leadHook saw, with s.mu held.
 type leadEvent struct {
@@ -40,10 +40,10 @@ var leadWatch sync.Map
 
 // watchedLeadHook is leadHook in tests (TestMain): it reports to the
 // session's watcher, if any, and never blocks (it runs under s.mu).
-func watchedLeadHook(s *Session, period time.Duration) {
-	if ch, ok := leadWatch.Load(s); ok {
+func watchedLeadHook(d *fastDriver, period time.Duration) {
+	if ch, ok := leadWatch.Load(d.s); ok {
 		select {
-		case ch.(chan leadEvent) <- leadEvent{period, s.leader, s.leadWant, s.tok}:
+		case ch.(chan leadEvent) <- leadEvent{period, d.leader, d.leadWant, d.tok}:
 		default:
 			panic("leadEvent watcher too slow")
 		}
@@ -306,7 +306,7 @@ func TestLeaderFreeTokenComesBack(t *testing.T) {
 		require.NoError(t, err)
 		<-got // the server read its byte (a hang otherwise)
 		ss.mu.Lock()
-		t.Logf("server token after stream %d: %d", i, ss.tok)
+		t.Logf("server token after stream %d: %d", i, ss.fastPaths().tok)
 		ss.mu.Unlock()
 	}
 }
@@ -368,7 +368,7 @@ func leaderPair(t testing.TB, transport string, ccfg, scfg *Config) (*Session, *
 	require.NoError(t, err)
 	ss, err := Server(ts, fastPaths(scfg))
 	require.NoError(t, err)
-	require.True(t, cs.leadOK && ss.leadOK, "leader reads are used over TLS")
+	require.True(t, cs.leaderReads() && ss.leaderReads(), "leader reads are used over TLS")
 	require.False(t, cs.e.Splicing(), "no splicing over TLS")
 	t.Cleanup(func() {
 		cs.Close()
@@ -439,9 +439,9 @@ func TestLeaderIdleChecksBackOff(t *testing.T) {
 	// free and brought the reader goroutine's check near (or it took the
 	// token back already).
 	cs.mu.Lock()
-	if cs.tok != tokReader {
-		require.Equal(t, tokFree, cs.tok)
-		require.LessOrEqual(t, cs.tickDue-cs.now(), leadCheck, "the next check is near")
+	if cs.fastPaths().tok != tokReader {
+		require.Equal(t, tokFree, cs.fastPaths().tok)
+		require.LessOrEqual(t, cs.fastPaths().tickDue-cs.now(), leadCheck, "the next check is near")
 	}
 	cs.mu.Unlock()
 	_, err = ss.Open(context.Background(), nil)

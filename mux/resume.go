@@ -16,7 +16,7 @@ import (
 )
 
 // Session resumption (docs/spec/wsmux-resume-v1.md), over every driver
-// (the event loop's part is in evloop_resume.go): when the connection
+// (the event loop's part is in driver_eventloop_resume.go): when the connection
 // drops, the session is suspended (the engine keeps every stream), the
 // client redials with its token and its received count, the server's
 // ResumeRegistry hands the new connection to the suspended session, and
@@ -135,9 +135,7 @@ func (s *Session) lost(now time.Duration, err error) bool {
 		s.postResumeEvent(ResumeEvent{Suspended: true, Err: err})
 	}
 	r.sc.drop()
-	if s.ev != nil {
-		s.ev.signal(evLost) // its worker leaves the connection
-	}
+	s.drv.suspended()
 	if r.reg != nil {
 		r.reg.suspend(s)
 	}
@@ -269,31 +267,14 @@ func (s *Session) attach(conn net.Conn, br *bufio.Reader, peer uint64) error {
 		s.unlock()
 		return err
 	}
-	// A direct write that failed on the lost connection left its error
-	// for the writer goroutine; if the writer had not taken it yet, it
-	// would suspend the session again on this connection (sendMu held).
-	s.directErr = nil
 	s.readerDone = make(chan struct{})
-	if s.ev != nil {
-		// The worker that runs the session's next turn registers it
-		// (evloop_resume.go).
-		s.ev.next = &evNext{conn: conn, pre: handshakeBytes(br)}
-	} else {
-		s.wsc = wsio.New(conn, br, s.client, s.cfg.MaxMessageSize)
-		s.leadOK = s.directWrites && wsio.Interruptible(conn)
-		s.wsc.SetNotify(s.wakeWriter)
-		s.wsc.SetMessageHook(s.messageHook)
-	}
+	s.drv.attach(conn, br)
 	if r.reg != nil {
 		r.reg.unsuspend(s)
 	}
 	s.postResumeEvent(ResumeEvent{})
 	s.unlock()
-	if s.ev != nil {
-		s.ev.signal(evWake)
-	} else {
-		go s.readLoop()
-	}
+	s.drv.resumed()
 	return nil
 }
 

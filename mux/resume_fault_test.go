@@ -119,8 +119,8 @@ func runFaultInjection(t *testing.T, streams, size int, drv Driver) {
 	}
 	defer s.Close()
 	onLoop := drv == DriverEventLoop && runtime.GOOS == "linux" // TCP: the poller takes it
-	if (s.ev != nil) != onLoop {
-		t.Fatalf("client on the event loop: %v, want %v", s.ev != nil, onLoop)
+	if (s.onLoop() != nil) != onLoop {
+		t.Fatalf("client on the event loop: %v, want %v", s.onLoop() != nil, onLoop)
 	}
 	began := time.Now()
 	proxy.setPlan(plan) // the first session's handshake is not resumable
@@ -220,8 +220,8 @@ func runFaultInjection(t *testing.T, streams, size int, drv Driver) {
 	slices.Sort(echoRTT)
 	cs := s.Stats()
 	ss := <-serverSession
-	if (ss.ev != nil) != onLoop {
-		t.Fatalf("server on the event loop: %v, want %v", ss.ev != nil, onLoop)
+	if (ss.onLoop() != nil) != onLoop {
+		t.Fatalf("server on the event loop: %v, want %v", ss.onLoop() != nil, onLoop)
 	}
 	sst := ss.Stats()
 	t.Logf("%d streams x %d MiB each way in %v: %d MiB moved, %d mismatches; %d cuts survived (%d any-byte, %d ws-header, %d mid-message, %d in a resume handshake); client %d suspensions / %d resumes, server %d / %d; stall per cut p50 %v p99 %v max %v; %d echoes, RTT p50 %v p99 %v",

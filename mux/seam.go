@@ -1,10 +1,13 @@
 package mux
 
 import (
+	"errors"
+
 	"github.com/gobwas/ws"
 
 	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/mux/internal/engine"
+	"github.com/wsmux/wsmux/mux/internal/wsio"
 )
 
 // The seam: the engine is called only with Session.mu held, and every
@@ -16,17 +19,8 @@ import (
 //
 // Lock order: Stream.wmu, then Session.sendMu, then Session.mu; a
 // deadline's mutex is a leaf. sendMu is taken while mu is held only with
-// TryLock (kick), which never waits. Nothing blocks on the
+// TryLock (fastDriver.kick), which never waits. Nothing blocks on the
 // connection with mu held: readers and writers release it first.
-
-// wakeWriter tells the writer goroutine there may be something to write.
-func (s *Session) wakeWriter() {
-	if s.ev != nil {
-		s.ev.signal(evWake) // the event loop runs the session
-		return
-	}
-	notify(s.wakeCh)
-}
 
 // unlock releases s.mu after dispatching what the engine's calls made
 // happen: every path that called the engine while holding s.mu leaves
@@ -74,7 +68,7 @@ func (w *wakeList) add(ch chan struct{}) {
 func (s *Session) dispatch(later *wakeList) {
 	ev := s.e.Events()
 	if ev&engine.EvSend != 0 {
-		s.wakeWriter()
+		s.drv.wake()
 	}
 	if ev&engine.EvAccept != 0 {
 		notify(s.acceptCh)
@@ -104,9 +98,7 @@ func (s *Session) dispatch(later *wakeList) {
 		if sev&engine.EvReadable != 0 {
 			later.add(st.rdCh)
 			later.add(st.lentCh)
-			if s.leader == st {
-				s.interruptLeader()
-			}
+			s.drv.readable(st)
 		}
 		if sev&engine.EvWritable != 0 {
 			later.add(st.wrCh)
@@ -121,6 +113,20 @@ func (s *Session) dispatch(later *wakeList) {
 			l.Warn("wsmux: session error", "code", err.Code.String(), "err", err.Err)
 		}
 		close(s.deadCh)
+	}
+}
+
+// readFailed ends the session after a read error (s.mu held).
+func (s *Session) readFailed(err error) {
+	var ce *wsio.CloseError
+	var pe *wsio.ProtocolError
+	switch {
+	case errors.As(err, &ce):
+		s.e.PeerClosed(ce.Code == ws.StatusNormalClosure || ce.Code == ws.StatusGoingAway || ce.Code == ws.StatusNoStatusRcvd, err)
+	case errors.As(err, &pe):
+		s.e.WebSocketViolation(uint16(pe.Close), err)
+	default:
+		s.e.ReadFailed(err)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/wsmux/wsmux/frame"
@@ -31,7 +30,7 @@ type Session struct {
 	epoch time.Time
 	stats engine.Counters
 
-	rxStart atomic.Int64 // 1 + session clock when the message being received started; 0: none
+	drv driver // moves the bytes (driver.go): one of goDriver, fastDriver, evConn
 
 	// mu guards the engine and everything the driver keeps beside it;
 	// unlock (not mu.Unlock) releases it after the engine's events were
@@ -45,40 +44,19 @@ type Session struct {
 	goawayCh chan struct{} // closed at EvGoAway (made by GoAwayReceived)
 	pingDone chan struct{} // closed at EvPong or EvClosed (made by Ping)
 
-	// sendMu is held by whoever builds and writes a batch: the writer
-	// goroutine, or a Write that sends its own small batch while the
-	// writer is parked (directWrite). Lock order: sendMu before mu.
-	sendMu       sync.Mutex
-	directWrites bool             // the driver lets small Writes send their own batch (kick)
-	writerParked atomic.Bool      // the writer waits for work (set before it releases sendMu)
-	wdl          time.Time        // write deadline in force (sendMu)
-	directErr    error            // a direct write failed; the writer handles it (sendMu)
-	acks         []*engine.Stream // HEADERS ACKs in the batch being written (sendMu)
+	lingering bool // the driver set the closing read deadline: leave it alone (s.mu)
 
-	// The read token and leader reads (lead.go); s.mu.
-	tok         int8
-	leader      *Stream       // the Read of this stream holds the token
-	leadWant    *Stream       // a Read of this stream waits and may lead
-	peeking     bool          // the leader is in wsio.Conn.Wait
-	interrupted bool          // interruptLeader set a read deadline in the past
-	lingering   bool          // finish set the read deadline: leave it alone
-	leadFailed  bool          // a leader's read failed: the reader reads next
-	leadOK      bool          // the connection supports leader reads
-	leadGen     uint32        // counts the times a Read took the token
-	tickDue     time.Duration // session clock: when the reader goroutine's next check fires
-	ticks       uint64        // checks the reader goroutine made (tests)
-	tokCh       chan struct{}
-	tokTimer    *time.Timer
-
-	ev *evConn // the event loop's state (DriverEventLoop); nil with the other drivers
+	// sendMu is held by whoever builds and writes a batch: the driver's
+	// writer, or a Write that sends its own small batch while the writer
+	// is parked (fastDriver.kick). Lock order: sendMu before mu.
+	sendMu sync.Mutex
+	acks   []*engine.Stream // HEADERS ACKs in the batch being written (sendMu)
 
 	client bool
 	goaway bool     // EvGoAway came (s.mu)
 	res    *resumer // resumption (resume.go); nil when off
 
-	wakeCh     chan struct{}
-	readerDone chan struct{}
-	writerDone chan struct{}
+	readerDone chan struct{} // closed when the driver stops reading the connection in use
 	done       chan struct{}
 	closeOnce  sync.Once
 }
@@ -103,35 +81,18 @@ func NewSession(conn net.Conn, br *bufio.Reader, client bool, cfg *Config) (*Ses
 		deadCh: make(chan struct{}),
 		client: client,
 	}
-	drv := cfg.Driver.resolve()
 	if cfg.Resume {
 		// The connection changes on resume: deadlines and Close follow
 		// the one in use.
 		s.res = &resumer{sc: &swapConn{c: conn}}
 		s.conn = s.res.sc
 	}
-	evloop := drv == DriverEventLoop && eventLoopFits(conn)
-	fast := drv == DriverFastPaths || drv == DriverEventLoop && !evloop
+	kind := driverFor(cfg.Driver, conn)
 	ecfg := cfg.engineConfig()
-	ecfg.Splice = (fast || evloop) && wsio.Vectored(conn)
+	ecfg.Splice = kind != DriverGoroutines && wsio.Vectored(conn)
 	ecfg.NewStream = s.newStream
 	s.e = engine.New(ecfg, client, &s.stats, 0)
-	if evloop && s.startEventLoop(conn, br, client) == nil {
-		return s, nil
-	}
-	s.wakeCh = make(chan struct{}, 1)
-	s.readerDone = make(chan struct{})
-	s.writerDone = make(chan struct{})
-	s.wsc = wsio.New(conn, br, client, cfg.MaxMessageSize)
-	s.leadOK = fast && wsio.Interruptible(conn)
-	s.directWrites = fast
-	s.tokCh = make(chan struct{}, 1)
-	s.tokTimer = time.NewTimer(time.Hour)
-	s.tokTimer.Stop()
-	s.wsc.SetNotify(s.wakeWriter)
-	s.wsc.SetMessageHook(s.messageHook)
-	go s.writeLoop()
-	go s.readLoop()
+	s.startDriver(kind, conn, br)
 	return s, nil
 }
 
@@ -166,7 +127,7 @@ func (s *Session) Open(ctx context.Context, h http.Header) (*Stream, error) {
 	}
 	s.mu.Lock()
 	ack := st.ackChan()
-	s.reclaim()
+	s.drv.reclaim()
 	s.unlock()
 	select {
 	case <-ack:
@@ -214,7 +175,7 @@ func (s *Session) open(ctx context.Context, h http.Header) (*Stream, error) {
 		if ok {
 			break
 		}
-		s.reclaim()
+		s.drv.reclaim()
 		if s.creditCh == nil {
 			s.creditCh = make(chan struct{}, 1)
 		}
@@ -259,7 +220,7 @@ func (s *Session) AcceptStream(ctx context.Context) (*Stream, error) {
 			s.unlock()
 			return handle(rec), nil
 		}
-		s.reclaim()
+		s.drv.reclaim()
 		if s.acceptCh == nil {
 			s.acceptCh = make(chan struct{}, 1)
 		}
@@ -309,7 +270,7 @@ func (s *Session) Ping(ctx context.Context) (time.Duration, error) {
 		s.pingDone = make(chan struct{})
 	}
 	ch := s.pingDone
-	s.reclaim()
+	s.drv.reclaim()
 	s.unlock()
 	select {
 	case <-ch:
@@ -350,7 +311,7 @@ func (s *Session) Close() error {
 	if s.res != nil {
 		s.e.AbandonResume(ErrSessionClosed) // no connection to close on
 	}
-	s.reclaim()
+	s.drv.reclaim()
 	s.unlock()
 	s.closeOnce.Do(func() {
 		t := time.NewTimer(s.cfg.CloseTimeout)
@@ -359,7 +320,7 @@ func (s *Session) Close() error {
 		case <-s.done:
 		case <-t.C:
 			_ = s.conn.Close() // unblocks the writer
-			s.connClosed()
+			s.drv.connClosed()
 			<-s.done
 		}
 	})

@@ -79,13 +79,11 @@ func handle(rec *engine.Stream) *Stream { return rec.Owner().(*Stream) }
 
 // signalRead wakes a Read waiting on st (sess.mu held): one of those on
 // rdCh, and the one whose buffer is lent, on lentCh, since data may be in
-// it. A leader's Read waits on the socket instead.
+// it. A leader's Read waits on the socket instead (driver.readable).
 func (st *Stream) signalRead() {
 	notify(st.rdCh)
 	notify(st.lentCh)
-	if s := st.sess; s.leader == st {
-		s.interruptLeader()
-	}
+	st.sess.drv.readable(st)
 }
 
 // ackChan returns the channel closed at EvAnswered (sess.mu held).
@@ -161,17 +159,14 @@ func (st *Stream) Read(p []byte) (int, error) {
 	e := s.e
 	s.mu.Lock()
 	lent := false // this Read lent p to the engine for direct delivery
-	lead := false // this Read holds the socket (lead.go)
+	lead := false // this Read holds the socket (driver_fastpaths_lead.go)
 	for {
 		if lent {
 			// Whatever arrived went straight into p (one copy fewer);
 			// it is returned even when the wait ended for another reason.
 			lent = false
-			if s.leadWant == st {
-				s.leadWant = nil
-			}
-			if s.tok == tokLeader && s.leader == st {
-				lead = true // taken, or handed over by the reader goroutine
+			if s.drv.leadWoke(st) {
+				lead = true
 			}
 			if n := e.Unlend(&st.rec, s.now()); n > 0 {
 				return st.readDone(lead, n, nil)
@@ -190,25 +185,13 @@ func (st *Stream) Read(p []byte) (int, error) {
 		// When no other Read waits with its buffer, DATA arriving now is
 		// copied into p rather than into the receive buffer.
 		if lent = e.Lend(&st.rec, p); lent {
-			switch {
-			case (lead || s.takeLead(st)) && s.canLead(st):
-				// Read the socket here rather than wait for the reader
-				// goroutine to hand the data over.
-				lead = true
-				if err := s.leadOnce(); err != nil {
-					s.giveBack(st, true)
-					lead = false
-				}
+			var again bool
+			if lead, again = s.drv.leadWait(st, lead); again {
 				continue
-			case lead || s.tok == tokLeader && s.leader == st:
-				s.giveBack(st, false) // a deadline was set, or the session ends
-				lead = false
-			case s.leadWant == nil && s.canLead(st):
-				s.leadWant = st
 			}
 		}
 		if !lead {
-			s.reclaim() // someone must read the socket while this Read waits
+			s.drv.reclaim() // someone must read the socket while this Read waits
 		}
 		rd, mine := st.rdCh, (chan struct{})(nil)
 		if lent {
@@ -229,7 +212,7 @@ func (st *Stream) Read(p []byte) (int, error) {
 }
 
 // readDone ends a Read (s.mu held; it releases it): a leader passes the
-// token on (lead.go), keeping it free for its next Read when it returns
+// token on (driver_fastpaths_lead.go), keeping it free for its next Read when it returns
 // data and nothing more is buffered for it.
 func (st *Stream) readDone(lead bool, n int, err error) (int, error) {
 	s := st.sess
@@ -237,7 +220,7 @@ func (st *Stream) readDone(lead bool, n int, err error) (int, error) {
 		notify(st.rdCh) // concurrent Reads: the next one sees the error too
 	}
 	if lead {
-		s.endLead(st, n > 0 && err == nil && st.rec.Buffered() == 0)
+		s.drv.endLead(st, n > 0 && err == nil && st.rec.Buffered() == 0)
 	}
 	s.unlock()
 	return n, err
@@ -259,14 +242,14 @@ func (st *Stream) Write(p []byte) (int, error) {
 	for {
 		if err := e.WriteErr(&st.rec); err != nil {
 			if kick {
-				s.wakeWriter()
+				s.drv.wake()
 			}
 			s.unlock()
 			return n, err
 		}
 		if n == len(p) {
 			if kick {
-				s.kick(st, n) // releases s.mu
+				s.drv.kick(st, n) // releases s.mu
 			} else {
 				s.unlock()
 			}
@@ -274,7 +257,7 @@ func (st *Stream) Write(p []byte) (int, error) {
 		}
 		if isClosed(st.writeDeadline()) {
 			if kick {
-				s.wakeWriter()
+				s.drv.wake()
 			}
 			s.unlock()
 			return n, ErrTimeout
@@ -286,7 +269,7 @@ func (st *Stream) Write(p []byte) (int, error) {
 			continue
 		}
 		if kick {
-			s.wakeWriter()
+			s.drv.wake()
 			kick = false
 		}
 		if st.wrCh == nil {
@@ -295,7 +278,7 @@ func (st *Stream) Write(p []byte) (int, error) {
 		// Waiting for the session's send buffer, the rest of p is queued
 		// by the engine as room frees, in turn, with one wake-up.
 		lent := e.LendWrite(&st.rec, p[n:])
-		s.reclaim() // credit comes from the socket
+		s.drv.reclaim() // credit comes from the socket
 		wr := st.wrCh
 		s.unlock()
 		select {
@@ -317,7 +300,7 @@ func (st *Stream) CloseWrite() error {
 	s := st.sess
 	s.mu.Lock()
 	s.e.CloseWrite(&st.rec)
-	s.reclaim() // the application is done writing: the peer's answer may follow
+	s.drv.reclaim() // the application is done writing: the peer's answer may follow
 	s.unlock()
 	return nil
 }
@@ -333,7 +316,7 @@ func (st *Stream) CloseRead() error {
 	s := st.sess
 	s.mu.Lock()
 	s.e.CloseRead(&st.rec, s.now())
-	s.reclaim()
+	s.drv.reclaim()
 	s.unlock()
 	return nil
 }
@@ -348,7 +331,7 @@ func (st *Stream) Reset(code frame.ErrorCode) error {
 	s := st.sess
 	s.mu.Lock()
 	s.e.Reset(&st.rec, code, s.now())
-	s.reclaim()
+	s.drv.reclaim()
 	s.unlock()
 	return nil
 }
