@@ -130,11 +130,12 @@ type Config struct {
 	// registers them and routes resume requests to them).
 	ResumeRegistry *ResumeRegistry
 	// OnResumeEvent, if set, is called for every suspension and every
-	// resume of a resumable session, in order, from a goroutine of the
-	// session's own and never with its lock held: it may call the
-	// session's methods, and the next event waits until it returns. A
-	// suspension that ends the session (ResumeTimeout, a refused resume)
-	// is no event: Done and Err report it.
+	// resume of a resumable session, and on the client for every redial
+	// that was refused or failed (ResumeEvent.Kind, with its attempt and
+	// status), in order, from a goroutine of the session's own and never
+	// with its lock held: it may call the session's methods, and the
+	// next event waits until it returns. A final refusal (Final) ends the
+	// session; a resume timeout is no event: Done and Err report it.
 	OnResumeEvent func(*Session, ResumeEvent)
 }
 

@@ -63,6 +63,7 @@ func (d *Dialer) Dial(ctx context.Context, url string) (*Session, error) {
 		_ = conn.Close()
 		return nil, err
 	}
+	s.upgradeHeader = hdr
 	if tok := hdr.Get(HeaderResumeToken); s.res != nil && tok != "" {
 		// Cookies the server or a balancer set on the 101s go back with
 		// every resume: cookie affinity brings it to the replica that
@@ -90,6 +91,12 @@ func (d *Dialer) Dial(ctx context.Context, url string) (*Session, error) {
 	}
 	return s, nil
 }
+
+// UpgradeHeader returns the headers of the server's 101 answer that
+// started the session (Dialer.Dial; nil for a session it did not dial):
+// X-Stream-Protocol-Version, cookies and the like. The caller must not
+// modify it.
+func (s *Session) UpgradeHeader() http.Header { return s.upgradeHeader }
 
 // Dial connects to url with a zero Dialer and cfg; see Dialer.Dial.
 func Dial(ctx context.Context, url string, cfg *Config) (*Session, error) {

@@ -57,3 +57,25 @@ func TestDialNotWsmux(t *testing.T) {
 	require.True(t, errors.As(err, &he), "got %v", err)
 	require.Equal(t, http.StatusForbidden, he.StatusCode)
 }
+
+// UpgradeHeader is the 101's headers (those the handler set before
+// Upgrade among them) on the dialled session, nil on the server's.
+func TestDialUpgradeHeader(t *testing.T) {
+	srvSess := make(chan *Session, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Stream-Protocol-Version", "v5.channel.k8s.io")
+		s, err := Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		srvSess <- s
+	}))
+	defer srv.Close()
+	s, err := Dial(context.Background(), wsURL(srv), nil)
+	require.NoError(t, err)
+	defer s.Close()
+	require.Equal(t, "v5.channel.k8s.io", s.UpgradeHeader().Get("X-Stream-Protocol-Version"))
+	ss := <-srvSess
+	defer ss.Close()
+	require.Nil(t, ss.UpgradeHeader())
+}

@@ -40,7 +40,7 @@ func TestEventLoopResumeHoldsNoGoroutine(t *testing.T) {
 	ccfg := evCfg(nil)
 	ccfg.Resume = true
 	ccfg.OnResumeEvent = func(s *Session, ev ResumeEvent) {
-		if !ev.Suspended {
+		if ev.Kind == ResumeResumed { // not a suspension, a refusal or a failed redial
 			resumed <- s
 		}
 	}

@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -16,8 +14,10 @@ import (
 )
 
 // Session resumption (docs/spec/wsmux-resume-v1.md), over every driver
-// (the event loop's part is in driver_eventloop_resume.go): when the connection
-// drops, the session is suspended (the engine keeps every stream), the
+// (the event loop's part is in driver_eventloop_resume.go), both sides:
+// suspension and attach here, the client's redials in resume_client.go,
+// the server's registry in resume_server.go, and the events both report
+// in resume_events.go. When the connection drops, the session is suspended (the engine keeps every stream), the
 // client redials with its token and its received count, the server's
 // ResumeRegistry hands the new connection to the suspended session, and
 // both replay what the other did not get.
@@ -132,7 +132,7 @@ func (s *Session) lost(now time.Duration, err error) bool {
 		return false
 	}
 	if !was {
-		s.postResumeEvent(ResumeEvent{Suspended: true, Err: err})
+		s.postResumeEvent(ResumeEvent{Kind: ResumeLost, Suspended: true, Err: err})
 	}
 	r.sc.drop()
 	s.drv.suspended()
@@ -161,70 +161,6 @@ func (s *Session) unregister() {
 	}
 }
 
-// redialLoop redials until the session resumes, the server refuses, or the
-// resume timeout passes (the engine then ends the session). It stays in
-// charge (busy) until the session runs: a connection that drops again
-// while attach starts it finds busy set and starts no loop of its own.
-func (s *Session) redialLoop() {
-	r := s.res
-	backoff := 50 * time.Millisecond
-	for {
-		s.mu.Lock()
-		if !s.e.Suspended() {
-			r.busy = false
-			s.unlock()
-			return
-		}
-		done := s.readerDone
-		s.unlock()
-		<-done // the old reader is gone: the received count is final
-		s.mu.Lock()
-		recv := s.e.ReceivedCount()
-		tok := r.token
-		s.unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ResumeTimeout)
-		stop := make(chan struct{})
-		go func() { // the session's end stops a dial in progress
-			select {
-			case <-s.deadCh:
-				cancel()
-			case <-stop:
-			}
-		}()
-		conn, br, hdr, err := r.redial(ctx, tok, recv)
-		close(stop)
-		cancel()
-		if err == nil {
-			peer, perr := strconv.ParseUint(hdr.Get(HeaderResumeReceived), 10, 64)
-			if perr != nil {
-				_ = conn.Close()
-				s.abandon(fmt.Errorf("mux: resume: bad %s in the server's answer", HeaderResumeReceived))
-				return
-			}
-			s.mu.Lock()
-			r.token = hdr.Get(HeaderResumeToken)
-			s.unlock()
-			if err := s.attach(conn, br, peer); err != nil {
-				_ = conn.Close()
-			}
-			backoff = 50 * time.Millisecond
-			continue // resumed, or dropped again already
-		}
-		var he *HandshakeError
-		if errors.As(err, &he) && he.StatusCode != http.StatusTooManyRequests && he.StatusCode < 500 {
-			s.abandon(fmt.Errorf("%w: %w", ErrResumeRefused, err))
-			return
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-s.deadCh:
-			t.Stop()
-		}
-		backoff = min(2*backoff, time.Second)
-	}
-}
-
 // isPeerEnd reports whether a read error is the peer's doing (a close, a
 // WebSocket violation): the session ends, it does not suspend.
 func isPeerEnd(err error) bool {
@@ -245,17 +181,10 @@ func (s *Session) Suspended() bool {
 	return s.e.Suspended()
 }
 
-// abandon ends a suspended session that cannot resume.
-func (s *Session) abandon(err error) {
-	s.mu.Lock()
-	s.e.AbandonResume(err)
-	s.res.busy = false
-	s.unlock()
-}
-
 // attach resumes the suspended session on conn, the peer having received
-// peer bytes of ours. The old reader has exited.
-func (s *Session) attach(conn net.Conn, br *bufio.Reader, peer uint64) error {
+// peer bytes of ours; attempt is the client's redial that brought conn (0
+// on the server). The old reader has exited.
+func (s *Session) attach(conn net.Conn, br *bufio.Reader, peer uint64, attempt int) error {
 	r := s.res
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
@@ -272,24 +201,10 @@ func (s *Session) attach(conn net.Conn, br *bufio.Reader, peer uint64) error {
 	if r.reg != nil {
 		r.reg.unsuspend(s)
 	}
-	s.postResumeEvent(ResumeEvent{})
+	s.postResumeEvent(ResumeEvent{Kind: ResumeResumed, Attempt: attempt})
 	s.unlock()
 	s.drv.resumed()
 	return nil
-}
-
-// confirmed retires the token a resume used once the first message came
-// on the resumed connection (reader goroutine).
-func (s *Session) confirmed() {
-	r := s.res
-	if r == nil || r.confirm == nil {
-		return
-	}
-	g := r.confirm
-	r.confirm = nil
-	g.mu.Lock()
-	delete(g.m, r.confirmKey)
-	g.mu.Unlock()
 }
 
 // ErrResumeCountRefused ends a session whose client presented a received

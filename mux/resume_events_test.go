@@ -2,13 +2,17 @@ package mux
 
 import (
 	"context"
+	"errors"
 	"io"
+	"net/http"
 	"testing"
+	"time"
 )
 
 // TestResumeEvents: Config.OnResumeEvent reports every suspension (with
 // its error) and every resume, in order, on both ends; Suspended is true
-// while a session waits for a connection it cannot get.
+// while a session waits for a connection it cannot get. (The client's
+// failed redials are events too: TestResumeEventsRedials.)
 func TestResumeEvents(t *testing.T) {
 	srvEv := make(chan ResumeEvent, 16)
 	rs := newResumeServer(t, &ResumeRegistry{}, func(c *Config) {
@@ -21,7 +25,9 @@ func TestResumeEvents(t *testing.T) {
 	var hooked *Session
 	cfg.OnResumeEvent = func(s *Session, ev ResumeEvent) {
 		hooked = s // read after the events that follow its writes
-		cliEv <- ev
+		if ev.Kind == ResumeLost || ev.Kind == ResumeResumed {
+			cliEv <- ev
+		}
 	}
 	s, echo := dialEcho(t, &Dialer{Config: cfg}, "ws://"+proxy.Addr()+"/")
 	expect := func(side string, ch chan ResumeEvent, suspended bool) {
@@ -91,5 +97,62 @@ func dialEcho(t *testing.T, d *Dialer, url string) (*Session, func(b byte)) {
 		if _, err := io.ReadFull(st, got); err != nil || got[0] != b {
 			t.Fatalf("echo of %q: %q, %v", b, got, err)
 		}
+	}
+}
+
+// TestResumeEventsRedials: the client reports each redial that failed
+// (ResumeDialFailed) and each refused one (ResumeRefused with the status,
+// Unknown and Final), numbered from 1 within the suspension, after the
+// suspension's ResumeLost; a final refusal is the last event and ends the
+// session.
+func TestResumeEventsRedials(t *testing.T) {
+	old := newResumeServer(t, &ResumeRegistry{}, nil)
+	p := newFaultProxy(t, old.host())
+	evs := make(chan ResumeEvent, 64)
+	c := dialResume(t, "ws://"+p.addr()+"/", "", func(c *Config) {
+		c.ResumeTimeout = time.Hour
+		c.OnResumeEvent = func(_ *Session, ev ResumeEvent) { evs <- ev }
+	})
+	resumeEcho(t, c, "before")
+	oldSession := <-old.sessions
+	p.setRefuse(true) // redials are reset before any answer
+	p.cutAll()
+	if ev := <-evs; ev.Kind != ResumeLost || !ev.Suspended || ev.Err == nil || ev.Attempt != 0 {
+		t.Fatalf("first event %+v, want ResumeLost with its error", ev)
+	}
+	for i := 1; i <= 2; i++ {
+		ev := <-evs
+		if ev.Kind != ResumeDialFailed || ev.Attempt != i || ev.Err == nil || ev.Final() {
+			t.Fatalf("event %+v, want ResumeDialFailed, attempt %d, with its error", ev, i)
+		}
+	}
+	// The server restarted meanwhile: the session is unknown there.
+	restarted := newResumeServer(t, &ResumeRegistry{}, nil)
+	p.setTarget(restarted.host())
+	_ = oldSession.Close()
+	p.setRefuse(false)
+	last := 2
+	for ev := range evs {
+		if ev.Kind == ResumeDialFailed && ev.Attempt == last+1 {
+			last++ // a redial under way while the proxy changed
+			continue
+		}
+		var he *HandshakeError
+		if ev.Kind != ResumeRefused || ev.Attempt != last+1 || ev.Status != http.StatusNotFound || !ev.Unknown || !ev.Final() || !errors.As(ev.Err, &he) {
+			t.Fatalf("event %+v, want ResumeRefused, attempt %d, 404, unknown, final", ev, last+1)
+		}
+		break
+	}
+	<-c.Done()
+	if !errors.Is(c.Err(), ErrResumeRefused) {
+		t.Fatalf("session ended with %v, want ErrResumeRefused", c.Err())
+	}
+	select {
+	case ev := <-evs:
+		t.Fatalf("an event after the final refusal: %+v", ev)
+	default:
+	}
+	if got := ResumeRefused.String() + "," + ResumeDialFailed.String() + "," + ResumeLost.String() + "," + ResumeResumed.String(); got != "refused,dial failed,lost,resumed" {
+		t.Fatalf("kind names %q", got)
 	}
 }

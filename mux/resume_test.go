@@ -462,7 +462,7 @@ func TestResumeIgnoresStaleDirectWriteError(t *testing.T) {
 	ccfg.Resume = true
 	resumed := make(chan struct{}, 4)
 	ccfg.OnResumeEvent = func(_ *Session, ev ResumeEvent) {
-		if !ev.Suspended {
+		if ev.Kind == ResumeResumed { // not a suspension, a refusal or a failed redial
 			resumed <- struct{}{}
 		}
 	}

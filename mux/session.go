@@ -52,9 +52,10 @@ type Session struct {
 	sendMu sync.Mutex
 	acks   []*engine.Stream // HEADERS ACKs in the batch being written (sendMu)
 
-	client bool
-	goaway bool     // EvGoAway came (s.mu)
-	res    *resumer // resumption (resume.go); nil when off
+	client        bool
+	upgradeHeader http.Header // the 101's (Dialer.Dial)
+	goaway        bool        // EvGoAway came (s.mu)
+	res           *resumer    // resumption (resume.go); nil when off
 
 	readerDone chan struct{} // closed when the driver stops reading the connection in use
 	done       chan struct{}

@@ -58,7 +58,7 @@
 // github.com/wsmux/wsmux/adapters/bridge translates between the two
 // protocols for clusters that adopt wsmux one hop at a time.
 //
-// It imports mux, internal/wshandshake, internal/resumedial and Kubernetes'
+// It imports mux, internal/wshandshake and Kubernetes'
 // httpstream and rest packages; it must not import anything under cmd/, bench,
 // or a test helper, and mux must never import it (scripts/check-layers.sh).
 package httpstream

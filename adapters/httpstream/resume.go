@@ -4,30 +4,32 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
-	"github.com/wsmux/wsmux/internal/resumedial"
 	"github.com/wsmux/wsmux/mux"
 )
 
 // ResumeEvent is a step of a resumable connection (RoundTripperConfig.Resume):
 // its Kind says whether the connection was lost, the session resumed, a
 // resume was refused (Status; Final when the session ends) or a redial
-// failed to connect (Err).
-type ResumeEvent = resumedial.Event
+// failed to connect (Err). It is mux's own account (mux.ResumeEvent).
+type ResumeEvent = mux.ResumeEvent
 
 // ResumeEventKind is the Kind of a ResumeEvent.
-type ResumeEventKind = resumedial.Kind
+type ResumeEventKind = mux.ResumeEventKind
 
 // The kinds of ResumeEvent.
 const (
-	ResumeLost       = resumedial.Lost
-	ResumeResumed    = resumedial.Resumed
-	ResumeRefused    = resumedial.Refused
-	ResumeDialFailed = resumedial.DialFailed
+	ResumeLost       = mux.ResumeLost
+	ResumeResumed    = mux.ResumeResumed
+	ResumeRefused    = mux.ResumeRefused
+	ResumeDialFailed = mux.ResumeDialFailed
 )
 
 // resumeOptions are a RoundTripper's resumption settings.
@@ -46,16 +48,17 @@ type pendingSession struct {
 
 // roundTripResume is RoundTrip for a resumable connection: mux's Dialer
 // dials (so that it can redial with the resume token when the connection
-// drops) through a resumedial.Watcher, which dials as RoundTrip does
-// (proxy, TLS, UpgradeTransport) and reads the 101's headers for client-go
+// drops) over connections opened as RoundTrip opens them (proxy, TLS,
+// UpgradeTransport: the Dialer is given a ws:// URL and does no TLS of its
+// own), and mux reports every drop, resume, refusal and failed redial
+// (Config.OnResumeEvent). The 101's headers go to client-go
 // (X-Stream-Protocol-Version).
 func (rt *RoundTripper) roundTripResume(req *http.Request) (*http.Response, error) {
-	w, err := resumedial.New(req.URL.String())
+	wsURL, err := plainWebSocketURL(req.URL)
 	if err != nil {
 		return nil, err
 	}
-	w.OnEvent = rt.resume.onEvent
-	w.DialTLS = func(ctx context.Context) (net.Conn, error) {
+	netDial := func(ctx context.Context, _, _ string) (net.Conn, error) {
 		r := req.Clone(ctx)
 		if rt.upgradeTransport != nil {
 			return dialWithTransport(ctx, r.URL, rt.upgradeTransport)
@@ -67,13 +70,16 @@ func (rt *RoundTripper) roundTripResume(req *http.Request) (*http.Response, erro
 	if rt.resume.timeout > 0 {
 		cfg.ResumeTimeout = rt.resume.timeout
 	}
+	if on := rt.resume.onEvent; on != nil {
+		cfg.OnResumeEvent = func(_ *mux.Session, e mux.ResumeEvent) { on(e) }
+	}
 	// RoundTrip's own copy of the headers: resumes send them again (and
 	// the Dialer adds the affinity cookies the upgrade answers set).
-	d := mux.Dialer{Config: cfg, Header: req.Header, NetDial: w.NetDial}
+	d := mux.Dialer{Config: cfg, Header: req.Header, NetDial: netDial}
 	if dl, ok := req.Context().Deadline(); ok {
 		d.HandshakeTimeout = time.Until(dl)
 	}
-	sess, err := d.Dial(req.Context(), w.URL())
+	sess, err := d.Dial(req.Context(), wsURL)
 	var he *mux.HandshakeError
 	switch {
 	case errors.As(err, &he) && he.StatusCode == http.StatusSwitchingProtocols:
@@ -90,7 +96,7 @@ func (rt *RoundTripper) roundTripResume(req *http.Request) (*http.Response, erro
 	c.start(sess)
 	rt.setPending(&pendingSession{c: c})
 	return &http.Response{StatusCode: http.StatusSwitchingProtocols, Status: "101 Switching Protocols",
-		Header: w.FirstHeader(), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Body: http.NoBody, Request: req}, nil
+		Header: sess.UpgradeHeader(), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Body: http.NoBody, Request: req}, nil
 }
 
 // setPending records p as the last RoundTrip's result, closing an earlier
@@ -116,4 +122,20 @@ func (rt *RoundTripper) takePending() *pendingSession {
 	p := rt.pending
 	rt.pending = nil
 	return p
+}
+
+// plainWebSocketURL returns u as a ws:// URL with the host as given, for a
+// mux.Dialer whose NetDial opens the connection (TLS included).
+func plainWebSocketURL(u *url.URL) (string, error) {
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https", "ws", "wss":
+	default:
+		return "", fmt.Errorf("server URL %q: scheme must be http, https, ws or wss", u.Redacted())
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("server URL %q: no host", u.Redacted())
+	}
+	w := *u
+	w.Scheme = "ws"
+	return w.String(), nil
 }

@@ -69,6 +69,7 @@ func TestRoundTripperResume(t *testing.T) {
 	proxy := newResetProxy(t, strings.TrimPrefix(srv.URL, "https://"))
 	var mu sync.Mutex
 	var kinds []string
+	resumed := make(chan struct{}, 2) // events come from the session's own goroutine
 	rt, err := wsmuxhttpstream.NewRoundTripperWithConfig(wsmuxhttpstream.RoundTripperConfig{
 		TLS:    &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, ServerName: "example.com"},
 		Resume: true,
@@ -76,6 +77,9 @@ func TestRoundTripperResume(t *testing.T) {
 			mu.Lock()
 			kinds = append(kinds, e.Kind.String())
 			mu.Unlock()
+			if e.Kind == wsmuxhttpstream.ResumeResumed {
+				resumed <- struct{}{}
+			}
 		},
 	})
 	if err != nil {
@@ -124,6 +128,8 @@ func TestRoundTripperResume(t *testing.T) {
 	if st.Suspends != 2 || st.Resumes != 2 {
 		t.Fatalf("%d suspensions, %d resumes; want 2 and 2", st.Suspends, st.Resumes)
 	}
+	<-resumed // the echo came back over both resumed connections: their
+	<-resumed // events were posted before, and are delivered in order
 	mu.Lock()
 	defer mu.Unlock()
 	if got := strings.Join(kinds, ","); got != "lost,resumed,lost,resumed" {

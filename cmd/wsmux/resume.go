@@ -8,7 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wsmux/wsmux/internal/resumedial"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
+	"github.com/wsmux/wsmux/mux"
 )
 
 // affinityFlag is --affinity-cookie of the server commands.
@@ -50,8 +51,8 @@ func (f *resumeFlag) validate() error {
 }
 
 // logTo returns the event handler that logs drops and resumes to l.
-func (f *resumeFlag) logTo(l *slog.Logger, prefix string) func(resumedial.Event) {
-	return func(e resumedial.Event) { e.Log(l, prefix) }
+func (f *resumeFlag) logTo(l *slog.Logger, prefix string) func(mux.ResumeEvent) {
+	return func(e mux.ResumeEvent) { ops.LogResumeEvent(l, prefix, e) }
 }
 
 // registerServer registers --resume-timeout on a server command.

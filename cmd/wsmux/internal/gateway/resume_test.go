@@ -23,7 +23,6 @@ import (
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
 	"github.com/wsmux/wsmux/frame"
-	"github.com/wsmux/wsmux/internal/resumedial"
 	"github.com/wsmux/wsmux/internal/wshandshake"
 	"github.com/wsmux/wsmux/mux"
 )
@@ -46,15 +45,15 @@ func resumeGateway(t *testing.T, cl *clustertest.Cluster) (*Gateway, *httptest.S
 // events records a client's resume events.
 type events struct {
 	mu  sync.Mutex
-	evs []resumedial.Event
+	evs []mux.ResumeEvent
 	ch  chan struct{} // closed at the first Refused
 }
 
-func (e *events) add(ev resumedial.Event) {
+func (e *events) add(ev mux.ResumeEvent) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.evs = append(e.evs, ev)
-	if ev.Kind == resumedial.Refused && e.ch != nil {
+	if ev.Kind == mux.ResumeRefused && e.ch != nil {
 		close(e.ch)
 		e.ch = nil
 	}
@@ -455,11 +454,11 @@ func TestResumeTimeoutFailsExec(t *testing.T) {
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	if len(ev.evs) == 0 || ev.evs[0].Kind != resumedial.Lost {
+	if len(ev.evs) == 0 || ev.evs[0].Kind != mux.ResumeLost {
 		t.Fatalf("events %+v: want lost first", ev.evs)
 	}
 	for _, e := range ev.evs[1:] {
-		if e.Kind == resumedial.Resumed || e.Kind == resumedial.Lost {
+		if e.Kind == mux.ResumeResumed || e.Kind == mux.ResumeLost {
 			t.Fatalf("events %+v: want only failed redials after the loss", ev.evs)
 		}
 	}

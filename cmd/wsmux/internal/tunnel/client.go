@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
 	"github.com/wsmux/wsmux/frame"
-	"github.com/wsmux/wsmux/internal/resumedial"
 	"github.com/wsmux/wsmux/mux"
 )
 
@@ -216,24 +216,18 @@ func (f *Forwarder) session(ctx context.Context) (*mux.Session, error) {
 	if f.cfg.Token != "" {
 		d.Header.Set("Authorization", "Bearer "+f.cfg.Token)
 	}
-	u := f.url
 	if f.cfg.ResumeTimeout > 0 {
-		w, err := resumedial.New(f.url)
-		if err != nil {
-			return nil, err
-		}
-		w.TLS = f.cfg.TLS
-		w.OnEvent = func(e resumedial.Event) { e.Log(f.log, "tunnel") }
 		var mc mux.Config
 		if f.cfg.Mux != nil {
 			mc = *f.cfg.Mux
 		}
 		mc.Resume, mc.ResumeTimeout = true, f.cfg.ResumeTimeout
-		d.Config, d.NetDial, u = &mc, w.NetDial, w.URL()
+		mc.OnResumeEvent = func(_ *mux.Session, e mux.ResumeEvent) { ops.LogResumeEvent(f.log, "tunnel", e) }
+		d.Config = &mc
 	}
 	dctx, cancel := context.WithTimeout(ctx, f.cfg.DialTimeout)
 	defer cancel()
-	s, err := d.Dial(dctx, u)
+	s, err := d.Dial(dctx, f.url)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,7 @@
 // naming its target in the stream's headers; the server (Server) dials the
 // target if it is allow-listed and splices the two, half-closes included.
 //
-// It imports mux, frame, auth, ops and internal/resumedial; it must not import
+// It imports mux, frame, auth and ops; it must not import
 // the gateway, the adapters, testing or the test helpers.
 package tunnel
 

@@ -1,6 +1,7 @@
 package wireconf
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -10,8 +11,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +22,6 @@ import (
 
 	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/internal/resetproxy"
-	"github.com/wsmux/wsmux/internal/resumedial"
 	"github.com/wsmux/wsmux/internal/wshandshake"
 	"github.com/wsmux/wsmux/mux"
 )
@@ -229,30 +231,37 @@ func checkResumeCountOutOfRange(ctx context.Context, o *Options, st *resumeState
 // when half of it came back.
 func checkResumeAfterCut(ctx context.Context, o *Options, st *resumeState) error {
 	const size = 4 << 20
-	w, err := resumedial.New(o.URL)
+	addr, err := serverAddr(o.URL)
 	if err != nil {
 		return err
 	}
-	px, err := resetproxy.Listen(w.Addr())
+	px, err := resetproxy.Listen(addr)
 	if err != nil {
 		return err
 	}
 	defer px.Close()
 	var mu sync.Mutex
 	var events []string
-	w.TLS = o.TLS
-	w.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, px.Addr())
-	}
-	w.OnEvent = func(e resumedial.Event) {
+	cfg := &mux.Config{Resume: true, ResumeTimeout: o.Timeout}
+	resumed := make(chan struct{}, 1) // events come from the session's own goroutine
+	cfg.OnResumeEvent = func(_ *mux.Session, e mux.ResumeEvent) {
 		mu.Lock()
 		events = append(events, e.Kind.String())
 		mu.Unlock()
+		if e.Kind == mux.ResumeResumed {
+			select {
+			case resumed <- struct{}{}:
+			default:
+			}
+		}
 	}
-	cfg := &mux.Config{Resume: true, ResumeTimeout: o.Timeout}
-	d := mux.Dialer{Config: cfg, Header: o.Header, NetDial: w.NetDial, HandshakeTimeout: o.Timeout}
-	s, err := d.Dial(ctx, w.URL())
+	// The Dialer does the TLS of wss:// URLs over the proxy's connection.
+	d := mux.Dialer{Config: cfg, Header: o.Header, TLSConfig: o.TLS, HandshakeTimeout: o.Timeout,
+		NetDial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, px.Addr())
+		}}
+	s, err := d.Dial(ctx, o.URL)
 	if err != nil {
 		return err
 	}
@@ -265,6 +274,12 @@ func checkResumeAfterCut(ctx context.Context, o *Options, st *resumeState) error
 	if err := echoAcrossCut(stream, size, px.Cut); err != nil {
 		return err
 	}
+	t := time.NewTimer(o.Timeout)
+	select { // the echo came back over the resumed connection: its event follows
+	case <-resumed:
+	case <-t.C:
+	}
+	t.Stop()
 	stats := s.Stats()
 	mu.Lock()
 	defer mu.Unlock()
@@ -330,4 +345,26 @@ func openRetrying(ctx context.Context, s *mux.Session, h http.Header) (*mux.Stre
 		}
 		backoff *= 2
 	}
+}
+
+// serverAddr returns the host:port a server URL (http, https, ws or wss)
+// names, with the scheme's default port.
+func serverAddr(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", err
+	}
+	port := u.Port()
+	switch strings.ToLower(u.Scheme) {
+	case "http", "ws":
+		port = cmp.Or(port, "80")
+	case "https", "wss":
+		port = cmp.Or(port, "443")
+	default:
+		return "", fmt.Errorf("server URL %q: scheme must be http, https, ws or wss", rawURL)
+	}
+	if u.Hostname() == "" {
+		return "", fmt.Errorf("server URL %q: no host", rawURL)
+	}
+	return net.JoinHostPort(u.Hostname(), port), nil
 }

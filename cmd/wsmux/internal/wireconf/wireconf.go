@@ -14,8 +14,7 @@
 // runner granted, stream ids of the peer's parity, increasing and within
 // the runner's credit.
 //
-// It imports mux, frame, internal/wshandshake, internal/resumedial,
-// internal/resetproxy and the test vectors; it must not import the adapters or
+// It imports mux, frame, internal/wshandshake, internal/resetproxy and the test vectors; it must not import the adapters or
 // the Kubernetes libraries (WSMUX/1 knows no Kubernetes), testing or the test
 // helpers.
 package wireconf

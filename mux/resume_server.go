@@ -309,7 +309,7 @@ func (g *ResumeRegistry) resume(w http.ResponseWriter, r *http.Request, tok stri
 		// message on conn): a 101 lost in a new drop can be retried.
 		g.keepOnly(s, key, sha256.Sum256([]byte(next)))
 		s.res.confirm, s.res.confirmKey = g, key
-		err = s.attach(conn, br, recv)
+		err = s.attach(conn, br, recv, 0)
 		if err != nil {
 			_ = conn.Close()
 		}
@@ -334,4 +334,18 @@ func (g *ResumeRegistry) keepOnly(s *Session, a, b [32]byte) {
 			delete(g.m, k)
 		}
 	}
+}
+
+// confirmed retires the token a resume used once the first message came
+// on the resumed connection (reader goroutine).
+func (s *Session) confirmed() {
+	r := s.res
+	if r == nil || r.confirm == nil {
+		return
+	}
+	g := r.confirm
+	r.confirm = nil
+	g.mu.Lock()
+	delete(g.m, r.confirmKey)
+	g.mu.Unlock()
 }
