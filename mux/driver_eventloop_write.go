@@ -51,20 +51,24 @@ func (c *evConn) write() uint32 {
 		b := (*bp)[:wsio.HeaderRoom]
 		s.mu.Lock()
 		now := s.now()
-		if !c.started {
-			b = e.AppendPreface(b, now)
-			c.started = true
+		bt := &s.batch
+		bt.Preface, bt.Direct = !c.started, false
+		c.started = true
+		bt.Partial, bt.PartialSince = c.wasPartial, c.partialSince
+		e.NextBatch(bt, b, now)
+		if bt.ConnLost {
+			if s.lost(now, bt.LostErr) {
+				s.unlock()
+				*bp = bt.Frames[:0]
+				pool.PutBatch(bp)
+				c.detach()
+				return 0
+			}
+			e.FailConnLost()
+			e.NextBatch(bt, bt.Frames, now)
 		}
-		if c.tick(now) {
-			s.unlock()
-			*bp = b[:0]
-			pool.PutBatch(bp)
-			c.detach()
-			return 0
-		}
-		b = e.AppendBatch(b, now)
-		s.acks = e.TakeAcked(s.acks[:0])
-		finished := e.Err() != nil && e.FlushDone()
+		b = bt.Frames
+		finished := bt.Finished
 		s.unlock()
 		if len(b) == wsio.HeaderRoom {
 			*bp = b[:0]
@@ -76,7 +80,7 @@ func (c *evConn) write() uint32 {
 			return 0
 		}
 		c.outBuf, c.outBatch, c.outLen = bp, true, len(b)-wsio.HeaderRoom
-		if segs, n := e.Spliced(); len(segs) > 0 {
+		if segs, n := bt.Segs, bt.SplicedLen; len(segs) > 0 {
 			c.vec = evVecs.Get().(*evVec)
 			c.vec.all = wsnb.FrameVec(c.vec.all[:0], b, segs, c.client)
 			c.vec.v = c.vec.all
@@ -117,7 +121,7 @@ func (c *evConn) flush() bool {
 	if c.outBatch {
 		s.stats.MessagesOut.Add(1)
 		s.stats.BytesOut.Add(uint64(c.outLen))
-		s.acksOut()
+		s.batchWritten()
 	}
 	c.releaseOut()
 	c.putCtl()
@@ -153,7 +157,12 @@ func (c *evConn) releaseOut() {
 		c.vec.all, c.vec.v = c.vec.all[:0], nil
 		evVecs.Put(c.vec)
 		c.vec = nil
-		c.s.e.ReleaseSpliced() // the chunks go back to their pool
+		// The chunks go back to their pool (batchWritten did so already
+		// after a write; a batch left behind keeps its ACKs untold, as
+		// the next one replaces them).
+		b := &c.s.batch
+		b.DropAcks()
+		c.s.e.BatchWritten(b)
 	}
 	if c.outBuf != nil {
 		*c.outBuf = (*c.outBuf)[:0]
@@ -166,7 +175,7 @@ func (c *evConn) releaseOut() {
 func (c *evConn) writeError(code frame.ErrorCode, err error) {
 	s := c.s
 	if c.outBatch {
-		s.acksOut()
+		s.batchWritten()
 	}
 	c.releaseOut()
 	if c.suspendOn(err) {

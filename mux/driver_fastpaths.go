@@ -82,7 +82,11 @@ func (d *fastDriver) kick(st *Stream, n int) {
 		return
 	}
 	bp := pool.GetBatch(wsio.HeaderRoom + s.cfg.MaxBatch)
-	d.writeOwnBatch(bp, s.e.AppendBatch((*bp)[:wsio.HeaderRoom], s.now()))
+	bt := &s.batch
+	bt.Direct = true
+	s.e.NextBatch(bt, (*bp)[:wsio.HeaderRoom], s.now())
+	bt.Direct = false
+	d.writeOwnBatch(bp, bt.Frames)
 }
 
 // takeWriter reports whether the calling goroutine may lay out and write a
@@ -107,8 +111,7 @@ func (d *fastDriver) takeWriter() bool {
 // timer; other timers only move later) and for a failed write.
 func (d *fastDriver) writeOwnBatch(bp *[]byte, b []byte) {
 	s := d.s
-	s.acks = s.e.TakeAcked(s.acks[:0])
-	more := s.e.Pending()
+	more := s.batch.More
 	s.unlock()
 	if len(b) > wsio.HeaderRoom {
 		if err := d.writeBatch(b, false, 0); err != nil {

@@ -185,25 +185,24 @@ func (d *goDriver) writeLoop() {
 		b := append((*bp)[:0], zero[:]...)
 		s.mu.Lock()
 		now := s.now()
-		if first {
-			b = e.AppendPreface(b, now)
-			first = false
-		}
+		bt := &s.batch
+		bt.Preface, bt.Direct = first, false
+		first = false
 		if v := d.rxStart.Load(); v > 0 {
-			e.SetPartial(time.Duration(v-1), true)
+			bt.Partial, bt.PartialSince = true, time.Duration(v-1)
 		} else {
-			e.SetPartial(0, false)
+			bt.Partial, bt.PartialSince = false, 0
 		}
-		e.Tick(now)
-		if lost, err := e.TakeConnLost(); lost && !s.lost(now, err) { // resume.go
-			e.FailConnLost()
+		e.NextBatch(bt, b, now)
+		if bt.ConnLost {
+			if !s.lost(now, bt.LostErr) { // resume.go
+				e.FailConnLost()
+			}
+			e.NextBatch(bt, bt.Frames, now)
 		}
-		b = e.AppendBatch(b, now)
-		s.acks = e.TakeAcked(s.acks[:0])
-		dead := e.Err() != nil
-		finished := dead && e.FlushDone()
-		wait := e.NextTimer(now)
-		closeBy := e.CloseBy()
+		b = bt.Frames
+		dead, finished := bt.Dead, bt.Finished
+		wait, closeBy := bt.Wait, bt.CloseBy
 		s.unlock()
 		if len(b) > wsio.HeaderRoom {
 			err := d.writeBatch(b, dead, closeBy)
@@ -246,9 +245,9 @@ func (d *goDriver) writeLoop() {
 	d.finish(writeFailed)
 }
 
-// writeBatch writes the batch b with the DATA runs spliced into it (the
-// engine's Spliced; sendMu held, s.mu not held), signals the ACKs it
-// carried and counts it. dead and closeBy are the session's state when b
+// writeBatch writes the batch b with the DATA runs spliced into it
+// (s.batch's Segs; sendMu held, s.mu not held), ends it (batchWritten)
+// and counts it. dead and closeBy are the session's state when b
 // was laid out.
 func (d *goDriver) writeBatch(b []byte, dead bool, closeBy time.Duration) error {
 	s := d.s
@@ -264,10 +263,9 @@ func (d *goDriver) writeBatch(b []byte, dead bool, closeBy time.Duration) error 
 		d.wdl = t.Add(s.cfg.WriteTimeout)
 		_ = s.conn.SetWriteDeadline(d.wdl)
 	}
-	segs, n := s.e.Spliced()
+	segs, n := s.batch.Segs, s.batch.SplicedLen
 	err := d.wsc.WriteMessageSegments(b, segs)
-	s.e.ReleaseSpliced()
-	s.acksOut() // whether the write succeeded or not
+	s.batchWritten() // whether the write succeeded or not
 	if err != nil {
 		return err
 	}
@@ -276,20 +274,21 @@ func (d *goDriver) writeBatch(b []byte, dead bool, closeBy time.Duration) error 
 	return nil
 }
 
-// acksOut tells the engine that the ACKs of the batch just written (s.acks)
-// are out (s.mu not held). They count as out even when the write failed:
+// batchWritten ends the batch just written (s.batch; sendMu held, s.mu
+// not held): its spliced chunks go back, and its ACKs count as out, under
+// s.mu when it carried any. They count as out even when the write failed:
 // a resumable session retained the batch and replays it, in order, before
 // anything laid out later; any other session ends, which closes Accepted
 // too.
-func (s *Session) acksOut() {
-	if len(s.acks) == 0 {
+func (s *Session) batchWritten() {
+	b := &s.batch
+	if !b.HasAcks() {
+		s.e.BatchWritten(b)
 		return
 	}
 	s.mu.Lock()
-	s.e.AcksWritten(s.acks)
+	s.e.BatchWritten(b)
 	s.unlock()
-	clear(s.acks)
-	s.acks = s.acks[:0]
 }
 
 // writeError ends the session after a failed write (writer goroutine,

@@ -471,7 +471,8 @@ func TestResumeIgnoresStaleDirectWriteError(t *testing.T) {
 	d := Dialer{Config: ccfg, NetDial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if dials++; dials == 2 { // the first redial (redialLoop dials one at a time)
 			s.sendMu.Lock() // the writer goroutine is parked: nothing wakes it before the resume
-			if d := s.goroutines(); d != nil { // the event loop has no direct-write error
+			// (The event loop has no direct-write error.)
+			if d := s.goroutines(); d != nil {
 				d.directErr = errors.New("a direct write on the lost connection failed")
 			}
 			s.sendMu.Unlock()

@@ -50,7 +50,7 @@ type Session struct {
 	// writer, or a Write that sends its own small batch while the writer
 	// is parked (fastDriver.kick). Lock order: sendMu before mu.
 	sendMu sync.Mutex
-	acks   []*engine.Stream // HEADERS ACKs in the batch being written (sendMu)
+	batch  engine.Batch // the batch being laid out and written (sendMu; the event loop's worker)
 
 	client        bool
 	upgradeHeader http.Header // the 101's (Dialer.Dial)

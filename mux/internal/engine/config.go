@@ -26,9 +26,9 @@ type Config struct {
 	SessionSendBuffer    int
 	MaxBatch             int  // largest batch payload we lay out
 	Handler              bool // peer streams go to handlers, not Accept
-	// Splice: AppendBatch may hand whole send chunks over (Spliced)
-	// instead of copying them into the batch; the driver writes them
-	// with the batch and then calls ReleaseSpliced.
+	// Splice: a batch may take whole send chunks (Batch.Segs) instead
+	// of copying them into its frames; the driver writes them with the
+	// batch, and BatchWritten gives them back.
 	Splice bool
 	// Resume: offer session resumption (docs/spec/wsmux-resume-v1.md):
 	// RESUME in our SETTINGS, sent messages retained until acknowledged,

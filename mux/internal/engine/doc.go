@@ -11,11 +11,22 @@
 // PopStreamEvent) after each call. It is not safe for concurrent use: the
 // driver serialises every call (package mux holds one mutex).
 //
-// A driver owns the transport: it feeds each received message to Feed,
-// writes what AppendBatch lays out, and wakes the goroutines (or event-loop
-// callbacks) that wait on the events. Package mux has two strategies over
-// the same engine: the plain goroutine driver (one reader, one writer) and
-// its fast paths (leader reads, direct small writes, spliced writes).
+// A driver owns the transport and wakes the goroutines (or event-loop
+// callbacks) that wait on the events. Its contract, in order:
+//
+//   - in: each received message to Feed; a failed read to PeerClosed,
+//     WebSocketViolation or ReadFailed;
+//   - out, for every batch (batch.go): NextBatch runs the timers and lays
+//     out the batch (on ConnLost the driver calls Suspend or FailConnLost
+//     first, then NextBatch again), the driver writes it, and BatchWritten
+//     ends it, written or failed; a failed write also goes to WriteFailed;
+//   - between batches: Tick when NextTimer says, and Ready before a
+//     Write lays out its own batch (Batch.Direct);
+//   - resumption: Suspend, Resume, AbandonResume.
+//
+// Package mux has three drivers over the same engine: goroutines (one
+// reader, one writer), their fast paths (leader reads, direct small
+// writes, spliced writes) and an event loop.
 //
 // Session resumption (resume.go, docs/spec/wsmux-resume-v1.md) is off
 // unless Config.Resume is set and the peer agrees: the engine then counts

@@ -9,7 +9,7 @@ import (
 
 // Engine is one session's state machine: it consumes whole WebSocket
 // messages (Feed), keeps the stream table, the flow-control windows and the
-// control queues, and lays out write batches (AppendBatch). It has no
+// control queues, and lays out write batches (appendBatch). It has no
 // goroutines, no sockets and no clock: every call takes the caller's
 // monotonic now. Its outputs besides the batches are events (Events,
 // PopStreamEvent).
@@ -162,9 +162,9 @@ func New(cfg Config, client bool, stats *Counters, now time.Duration) *Engine {
 	return e
 }
 
-// AppendPreface appends our SETTINGS frame, the first frame we send, and
+// appendPreface appends our SETTINGS frame, the first frame we send, and
 // queues the first PING (an RTT sample) for the batch that follows.
-func (e *Engine) AppendPreface(dst []byte, now time.Duration) []byte {
+func (e *Engine) appendPreface(dst []byte, now time.Duration) []byte {
 	if e.rs.suspended {
 		// Lost before anything went out: the first batch after Resume
 		// starts with it.

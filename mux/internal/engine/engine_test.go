@@ -45,14 +45,14 @@ func TestCoreWithoutSockets(t *testing.T) {
 	require.True(t, st.finRecv)
 
 	// Answer: the ACK.
-	out := frames(t, c.AppendBatch(nil, time.Second))
+	out := frames(t, c.appendBatch(nil, time.Second))
 	require.Len(t, out, 1)
 	require.Equal(t, frame.TypeHeaders, out[0].Type)
 	require.Equal(t, frame.FlagACK, out[0].Flags)
 
 	// A PING is answered first thing.
 	require.NoError(t, c.Feed(frame.AppendPing(nil, false, 7), 2*time.Second))
-	out = frames(t, c.AppendBatch(nil, 2*time.Second))
+	out = frames(t, c.appendBatch(nil, 2*time.Second))
 	require.Len(t, out, 1)
 	require.Equal(t, frame.TypePing, out[0].Type)
 	require.Equal(t, uint32(7), out[0].Arg)
@@ -61,7 +61,7 @@ func TestCoreWithoutSockets(t *testing.T) {
 	now := 2*time.Second + cfg.KeepAliveInterval
 	require.Equal(t, cfg.KeepAliveInterval, c.NextTimer(2*time.Second))
 	c.Tick(now)
-	out = frames(t, c.AppendBatch(nil, now))
+	out = frames(t, c.appendBatch(nil, now))
 	require.Len(t, out, 1)
 	require.Equal(t, frame.TypePing, out[0].Type)
 	require.Zero(t, out[0].Flags)
@@ -70,7 +70,7 @@ func TestCoreWithoutSockets(t *testing.T) {
 	c.Tick(2*time.Second + cfg.KeepAliveTimeout)
 	require.NotNil(t, c.err)
 	require.Equal(t, frame.KeepaliveTimeout, c.err.Code)
-	out = frames(t, c.AppendBatch(nil, now))
+	out = frames(t, c.appendBatch(nil, now))
 	require.Len(t, out, 1)
 	require.Equal(t, frame.TypeGoAway, out[0].Type)
 	require.Equal(t, frame.KeepaliveTimeout, out[0].Code())
@@ -126,7 +126,7 @@ func TestCoreCloseKeepsQueuedAck(t *testing.T) {
 		} else {
 			c.fail(frame.ProtocolError, nil)
 		}
-		out := frames(t, c.AppendBatch(nil, time.Second))
+		out := frames(t, c.appendBatch(nil, time.Second))
 		require.Equal(t, frame.TypeGoAway, out[0].Type)
 		if graceful {
 			require.Len(t, out, 2)
@@ -250,7 +250,7 @@ func TestCoreSpliceMatchesCopy(t *testing.T) {
 			}
 			var s frame.Settings
 			require.NoError(t, c.Feed(frame.AppendSettings(nil, &s), 0))
-			_ = c.AppendBatch(c.appendSettings(nil), 0)
+			_ = c.appendBatch(c.appendSettings(nil), 0)
 			for range 4 {
 				sts[k] = append(sts[k], c.Open(nil, 0))
 			}
@@ -293,7 +293,7 @@ func TestCoreSpliceMatchesCopy(t *testing.T) {
 				want[sts[0][i].id] = append(want[sts[0][i].id], p...)
 			case op < 8: // a batch
 				for k, c := range cores {
-					collect(k, c.AppendBatch(nil, now))
+					collect(k, c.appendBatch(nil, now))
 				}
 			default: // credit: for a stream or for the session
 				id := uint32(0)
@@ -319,7 +319,7 @@ func TestCoreSpliceMatchesCopy(t *testing.T) {
 		}
 		for k, c := range cores {
 			for range 10000 {
-				b := c.AppendBatch(nil, now)
+				b := c.appendBatch(nil, now)
 				if len(b) == 0 {
 					break
 				}
@@ -447,7 +447,7 @@ func TestSoleSender(t *testing.T) {
 	write(b, 64<<10) // the bulk class
 	require.False(t, c.SoleSender(a), "b has DATA too")
 	require.False(t, c.SoleSender(b), "a has DATA too")
-	c.AppendBatch(nil, 0)
+	c.appendBatch(nil, 0)
 	require.False(t, c.SoleSender(a), "both were sent")
 	require.False(t, c.SoleSender(b), "both were sent")
 	write(b, 64<<10)
@@ -455,10 +455,10 @@ func TestSoleSender(t *testing.T) {
 	require.True(t, c.SoleSender(b), "one stream, however much it queued")
 
 	// A Write waiting for credit on a keeps b from being alone.
-	c.AppendBatch(nil, 0)
+	c.appendBatch(nil, 0)
 	for i := 0; i < 100 && a.tx.avail() > 0; i++ {
 		write(a, min(a.tx.avail(), 64<<10))
-		c.AppendBatch(nil, 0)
+		c.appendBatch(nil, 0)
 	}
 	k, _, err := c.Write(a, make([]byte, 10))
 	require.NoError(t, err)

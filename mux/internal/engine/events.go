@@ -6,7 +6,7 @@ type SessionEvents uint8
 
 // Session events.
 const (
-	// EvSend: there is something to lay out and write (AppendBatch), or
+	// EvSend: there is something to lay out and write (NextBatch), or
 	// the timers changed (NextTimer).
 	EvSend SessionEvents = 1 << iota
 	// EvAccept: a peer stream waits in the accept queue (Accept).

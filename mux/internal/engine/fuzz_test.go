@@ -64,7 +64,7 @@ func fuzzCore(t *testing.T, data []byte) {
 			}
 		case 1:
 			dead, failed := c.err != nil, c.failed
-			out := c.AppendBatch(nil, now)
+			out := c.appendBatch(nil, now)
 			if len(out) == 0 {
 				break
 			}
@@ -157,7 +157,7 @@ func TestFirstBatchCountsPreface(t *testing.T) {
 	st.txq.write(data)
 	c.txQueued += len(data)
 	c.link(st)
-	b := c.AppendBatch(c.appendSettings(nil), 0)
+	b := c.appendBatch(c.appendSettings(nil), 0)
 	if len(b) > 64<<10 {
 		t.Fatalf("first message of %d bytes, the peer accepts %d", len(b), 64<<10)
 	}

@@ -68,7 +68,7 @@ func writableEvents(c *Engine) map[*Stream]int {
 // splicing) and returns the DATA payload it carries per stream.
 func sent(t *testing.T, c *Engine) map[uint32][]byte {
 	t.Helper()
-	b := c.AppendBatch(nil, 0)
+	b := c.appendBatch(nil, 0)
 	out := map[uint32][]byte{}
 	if len(b) == 0 {
 		return out
@@ -115,7 +115,7 @@ func TestLentWritesQueuedInTurn(t *testing.T) {
 	require.Zero(t, c.UnlendWrite(d))
 	c.StopWaiting(d)
 	require.Equal(t, pd[24<<10:], sent(t, c)[5])
-	require.False(t, c.Pending())
+	require.False(t, c.pending())
 }
 
 // A lent Write whose stream's own send buffer fills first waits for that
@@ -135,7 +135,7 @@ func TestLentWriteStreamRoomRunsOut(t *testing.T) {
 	require.Equal(t, map[*Stream]int{d: 1}, writableEvents(c), "woken once its stream's room came")
 	require.Equal(t, 8<<10, c.UnlendWrite(d), "8 KiB are still the Write's")
 	c.StopWaiting(d)
-	require.False(t, c.Pending())
+	require.False(t, c.pending())
 }
 
 // lendOne returns lendSetup's engine and third stream, whose Write of pd

@@ -13,7 +13,7 @@ import (
 // counts the message bytes it received and acknowledges them (RECEIVED),
 // and keeps every message it sent, byte for byte, until the peer's count
 // covers it. When the connection drops the driver calls Suspend; once it
-// redialled and learned the peer's count it calls Resume, and AppendBatch
+// redialled and learned the peer's count it calls Resume, and appendBatch
 // sends the retained messages from that count on, whole and in order,
 // before anything new. Replaying frames as laid out is what keeps
 // half-closes, resets and credit exact without per-stream bookkeeping.
@@ -69,7 +69,7 @@ type resumeState struct {
 	resumeBy    time.Duration // 0: no resume timeout
 	replayOff   uint64        // next offset to replay while replayOff < replayEnd
 	replayEnd   uint64        // what was sent when the session resumed
-	prefaceOwed bool          // AppendPreface came while suspended
+	prefaceOwed bool          // appendPreface came while suspended
 
 	suspends, resumes uint64
 

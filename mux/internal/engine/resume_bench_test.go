@@ -6,7 +6,7 @@ import (
 )
 
 // BenchmarkPairBulk measures what resumption costs the engine alone: one
-// stream moves 1 MiB per op from client to server through AppendBatch and
+// stream moves 1 MiB per op from client to server through appendBatch and
 // Feed (each batch fed straight to the peer, buffers reused), with
 // resumption off and on (on: every batch is copied into the retained
 // messages, RECEIVED frames go back and are applied). testConfig's
@@ -24,23 +24,23 @@ func BenchmarkPairBulk(b *testing.B) {
 			var now time.Duration
 			bufC, bufS := make([]byte, 0, cfg.MaxBatch+64), make([]byte, 0, cfg.MaxBatch+64)
 			exchange := func() {
-				out := c.AppendBatch(bufC[:0], now)
+				out := c.appendBatch(bufC[:0], now)
 				if len(out) > 0 {
 					if err := s.Feed(out, now); err != nil {
 						b.Fatal(err)
 					}
 				}
-				out = s.AppendBatch(bufS[:0], now)
+				out = s.appendBatch(bufS[:0], now)
 				if len(out) > 0 {
 					if err := c.Feed(out, now); err != nil {
 						b.Fatal(err)
 					}
 				}
 			}
-			if err := s.Feed(c.AppendBatch(c.AppendPreface(bufC[:0], 0), 0), 0); err != nil {
+			if err := s.Feed(c.appendBatch(c.appendPreface(bufC[:0], 0), 0), 0); err != nil {
 				b.Fatal(err)
 			}
-			if err := c.Feed(s.AppendBatch(s.AppendPreface(bufS[:0], 0), 0), 0); err != nil {
+			if err := c.Feed(s.appendBatch(s.appendPreface(bufS[:0], 0), 0), 0); err != nil {
 				b.Fatal(err)
 			}
 			st := c.Open(nil, 0)

@@ -88,10 +88,10 @@ func newPair(t *testing.T, seed uint64, cfgA, cfgB Config) *pair {
 func (p *pair) pump(s *pairSide) bool {
 	var b []byte
 	if !s.preface {
-		b = s.e.AppendPreface(b, p.now)
+		b = s.e.appendPreface(b, p.now)
 		s.preface = true
 	}
-	b = s.e.AppendBatch(b, p.now)
+	b = s.e.appendBatch(b, p.now)
 	if r := s.e.RetainedBytes(); r > p.bound {
 		p.t.Fatalf("%s retains %d bytes, more than the bound %d", s.name, r, p.bound)
 	} else if r > p.peakR {
@@ -101,7 +101,7 @@ func (p *pair) pump(s *pairSide) bool {
 		return false
 	}
 	msg := append([]byte(nil), b...)
-	if segs, n := s.e.Spliced(); n > 0 {
+	if segs, n := s.e.spliced(); n > 0 {
 		msg = s.e.splice.flatten(b)
 		p.spliced += n
 		for _, sg := range segs {
@@ -110,7 +110,7 @@ func (p *pair) pump(s *pairSide) bool {
 			}
 		}
 	}
-	s.e.ReleaseSpliced()
+	s.e.releaseSpliced()
 	if s == p.a {
 		p.aToB = append(p.aToB, msg)
 	} else {

@@ -138,7 +138,7 @@ func TestResumeTimeout(t *testing.T) {
 	if _, _, err := p.a.e.Read(st, p.buf, p.now); !errors.Is(err, ErrResumeTimeout) {
 		t.Fatalf("Read after the resume timeout: %v", err)
 	}
-	if b := p.a.e.AppendBatch(nil, p.now+30*time.Second); len(b) != 0 {
+	if b := p.a.e.appendBatch(nil, p.now+30*time.Second); len(b) != 0 {
 		t.Fatalf("sent %d bytes after the resume timeout", len(b))
 	}
 	if err := p.a.e.Resume(0, p.now+31*time.Second); err == nil {
@@ -237,7 +237,7 @@ func TestResumeCloseWhileSuspended(t *testing.T) {
 	p.now += 5 * time.Second
 	p.a.e.Tick(p.now)
 	p.b.e.Tick(p.now)
-	if b := p.a.e.AppendBatch(nil, p.now); len(b) != 0 {
+	if b := p.a.e.appendBatch(nil, p.now); len(b) != 0 {
 		t.Fatal("a suspended session sent its close")
 	}
 	p.resume()

@@ -96,9 +96,9 @@ func (e *Engine) popFront(cls int) *Stream {
 	return st
 }
 
-// FlushDone reports whether a closing session has nothing more it could
+// flushDone reports whether a closing session has nothing more it could
 // send: its GOAWAY is out and no data can move.
-func (e *Engine) FlushDone() bool {
+func (e *Engine) flushDone() bool {
 	if !e.urgent.empty() {
 		return false
 	}
@@ -120,7 +120,7 @@ func (e *Engine) batchLimit() int {
 	return min(e.cfg.MaxBatch, e.peerMaxMsg)
 }
 
-// AppendBatch lays out everything ready, up to batchLimit bytes after
+// appendBatch lays out everything ready, up to batchLimit bytes after
 // dst's current length (the caller reserved the WebSocket header room in
 // dst): the urgent queue (PING ACK, RST_STREAM, STOP_SENDING, GOAWAY, and
 // our HEADERS SYN, which must precede any RST_STREAM of its stream), then
@@ -131,7 +131,7 @@ func (e *Engine) batchLimit() int {
 // anywhere) over ready streams, the interactive class first with an aging
 // rule so bulk is never starved. Headers ACKs laid out are recorded in
 // ackedList.
-func (e *Engine) AppendBatch(dst []byte, now time.Duration) []byte {
+func (e *Engine) appendBatch(dst []byte, now time.Duration) []byte {
 	// The preface, when the caller just laid it out in dst, is part of
 	// this message and counts against the peer's MaxMessageSize.
 	start := max(len(dst)-e.prefaceLen, 0)

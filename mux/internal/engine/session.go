@@ -147,9 +147,9 @@ func (e *Engine) NumStreams() int { return len(e.streams) }
 // came) and has not ended.
 func (e *Engine) Ready() bool { return e.err == nil && e.gotSettings }
 
-// Pending reports whether AppendBatch has more to lay out, or a stall
+// pending reports whether appendBatch has more to lay out, or a stall
 // began (NextTimer changed).
-func (e *Engine) Pending() bool {
+func (e *Engine) pending() bool {
 	if e.rs.suspended {
 		return false
 	}
@@ -159,36 +159,36 @@ func (e *Engine) Pending() bool {
 // CloseBy returns the deadline of a closing session's flush (0: none).
 func (e *Engine) CloseBy() time.Duration { return e.closeBy }
 
-// TakeAcked appends to dst the peer streams whose HEADERS ACK the last
+// takeAcked appends to dst the peer streams whose HEADERS ACK the last
 // batch carried; once the batch is written the driver passes them to
-// AcksWritten.
-func (e *Engine) TakeAcked(dst []*Stream) []*Stream {
+// acksWritten.
+func (e *Engine) takeAcked(dst []*Stream) []*Stream {
 	dst = append(dst, e.ackedList...)
 	clear(e.ackedList)
 	e.ackedList = e.ackedList[:0]
 	return dst
 }
 
-// AcksWritten emits EvAnswered for streams whose ACK was written.
-func (e *Engine) AcksWritten(sts []*Stream) {
+// acksWritten emits EvAnswered for streams whose ACK was written.
+func (e *Engine) acksWritten(sts []*Stream) {
 	for _, st := range sts {
 		e.answer(st)
 	}
 }
 
-// Spliced returns the send chunks the last batch took without copying
+// spliced returns the send chunks the last batch took without copying
 // (Config.Splice) and their byte count; the driver writes them with the
-// batch, then calls ReleaseSpliced. It needs no lock: only the goroutine
+// batch, then BatchWritten releases them. It needs no lock: only the goroutine
 // that laid out the batch touches them until the release.
-func (e *Engine) Spliced() ([]pool.Segment, int) {
+func (e *Engine) spliced() ([]pool.Segment, int) {
 	if e.splice == nil {
 		return nil, 0
 	}
 	return e.splice.segs, e.splice.n
 }
 
-// ReleaseSpliced returns the spliced chunks to the pool.
-func (e *Engine) ReleaseSpliced() {
+// releaseSpliced returns the spliced chunks to the pool.
+func (e *Engine) releaseSpliced() {
 	if e.splice != nil {
 		e.splice.release()
 	}
@@ -254,5 +254,5 @@ func (e *Engine) WriteFailed(code frame.ErrorCode, err error) {
 // counts as unread.
 func (e *Engine) SessionBuffered() int64 { return e.sessRecv.Buffered() }
 
-// Splicing reports whether AppendBatch splices send chunks (Config.Splice).
+// Splicing reports whether appendBatch splices send chunks (Config.Splice).
 func (e *Engine) Splicing() bool { return e.splice != nil }
