@@ -40,39 +40,28 @@
 // Config documents every limit and timeout and its default; a nil *Config
 // means the defaults.
 //
-// Structure: a session is a pure protocol engine (mux/internal/engine:
-// messages, time and calls in; events and batches of frames out; no
-// sockets, no goroutines, no clock of its own) driven over the connection
-// by a Driver. The reference driver (DriverGoroutines) runs one reader and
-// one writer goroutine; the writer sends control frames before data and
-// schedules data round-robin with an interactive class, batching
-// everything ready into one WebSocket message per write. The default,
-// DriverFastPaths, cuts goroutine handoffs and copies: a Write that finds
-// the writer parked lays out and writes its own batch (any Write of at most
-// 4 KiB, and a larger one when its stream is the only one sending and has
-// no write deadline);
-// DATA that arrives while a Read waits is copied straight into that Read's
-// buffer; on TCP and Unix sockets (and TLS over them) a Read that waits
-// reads the connection itself (leader reads, lead.go); on plain TCP and
-// Unix sockets the writer sends DATA from its send chunks with one writev
-// instead of copying it into the batch. Steady-state reads and writes do
-// not allocate. DriverEventLoop (Linux; plain TCP and Unix sockets) gives
-// sessions no goroutine of their own: one epoll instance, a bounded pool
-// of workers and one timer wheel serve every session of the process
-// (evloop.go), so an idle session costs only its memory; TLS and other
-// connections fall back to DriverFastPaths. A server holding many quiet
-// sessions sets Driver: DriverEventLoop in the Config it passes to Upgrade
-// (or to Server and NewSession for connections it upgraded itself) and
-// takes streams with Config.Handler rather than an AcceptStream loop per
-// session, so that a waiting session holds no goroutine (Example
-// (EventLoop)).
+// Config.Driver chooses how a session moves bytes; the default suits most
+// programs. DriverFastPaths (the default) cuts goroutine handoffs and
+// copies: small Writes and waiting Reads use the connection themselves.
+// DriverGoroutines is the plain reference. DriverEventLoop (Linux; plain
+// TCP and Unix sockets, others fall back to DriverFastPaths) gives
+// sessions no goroutine of their own, so an idle session costs only its
+// memory: a server holding many quiet sessions sets it in the Config it
+// passes to Upgrade (or to Server and NewSession for connections it
+// upgraded itself) and takes streams with Config.Handler rather than an
+// AcceptStream loop per session (Example (EventLoop)). Steady-state reads
+// and writes do not allocate.
+//
+// With Config.Resume a session survives the loss of its connection: the
+// client redials, the server's ResumeRegistry hands the new connection to
+// the suspended session, and Config.OnResumeEvent reports every drop,
+// resume, refusal and failed redial (docs/resume.md).
 //
 // WSMUX/1 is specified in docs/spec/wsmux-v1.md of this repository
 // (https://github.com/wsmux/wsmux/blob/main/docs/spec/wsmux-v1.md); the
 // limits and timeouts of Config are the values its sections 9 and 11
 // recommend, and testdata/vectors holds the vectors it is tested against.
 //
-// Package mux must not import Kubernetes packages or the adapters; only
-// its engine may change protocol state, and only the drivers (driver.go,
-// lead.go, evloop.go) may touch the connection.
+// How the package is built (its drivers, the seam they share, the path
+// of a DATA frame) is described for maintainers in docs/mux-internals.md.
 package mux

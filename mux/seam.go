@@ -94,7 +94,7 @@ func (s *Session) dispatch(later *wakeList) {
 		if rec == nil {
 			break
 		}
-		st := handle(rec)
+		st := streamOf(rec)
 		if sev&engine.EvReadable != 0 {
 			later.add(st.rdCh)
 			later.add(st.lentCh)
@@ -185,7 +185,7 @@ func (s *Session) handlerWorker() {
 			return
 		}
 		s.unlock()
-		err := s.cfg.Handler(handle(rec))
+		err := s.cfg.Handler(streamOf(rec))
 		s.mu.Lock()
 		e.HandlerDone(rec, err, s.now())
 		s.unlock()

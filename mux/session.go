@@ -201,7 +201,7 @@ func (s *Session) open(ctx context.Context, h http.Header) (*Stream, error) {
 			return nil, err
 		}
 	}
-	st := handle(e.Open(block, s.now()))
+	st := streamOf(e.Open(block, s.now()))
 	s.unlock()
 	return st, nil
 }
@@ -219,7 +219,7 @@ func (s *Session) AcceptStream(ctx context.Context) (*Stream, error) {
 		}
 		if rec := e.Accept(); rec != nil {
 			s.unlock()
-			return handle(rec), nil
+			return streamOf(rec), nil
 		}
 		s.drv.reclaim()
 		if s.acceptCh == nil {

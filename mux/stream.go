@@ -17,7 +17,10 @@ import (
 // peer reads EOF and may still write back). All methods are safe for
 // concurrent use.
 type Stream struct {
-	rec  engine.Stream // the engine's record (sess.mu); rec.Owner() is this Stream
+	// rec is the engine's record of the stream: its protocol state,
+	// windows and buffers (sess.mu). It lives inside the Stream (one
+	// allocation per stream) and rec.Owner() points back here (streamOf).
+	rec  engine.Stream
 	sess *Session
 
 	// Wake-up channels, made only when a goroutine is about to wait on
@@ -74,8 +77,10 @@ func (st *Stream) readDeadlineSet() bool {
 	return d != nil && d.rd.active()
 }
 
-// handle returns the Stream that holds rec.
-func handle(rec *engine.Stream) *Stream { return rec.Owner().(*Stream) }
+// streamOf returns the Stream that holds rec, the engine's record of it:
+// every engine.Stream of a session is the rec field of a Stream
+// (Session.newStream), which its Owner points back to.
+func streamOf(rec *engine.Stream) *Stream { return rec.Owner().(*Stream) }
 
 // signalRead wakes a Read waiting on st (sess.mu held): one of those on
 // rdCh, and the one whose buffer is lent, on lentCh, since data may be in
