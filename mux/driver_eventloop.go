@@ -45,7 +45,7 @@ const (
 	evTimer                     // the session's timer fired
 	evKill                      // Close closed the connection
 	evHup                       // the peer closed its end or the connection failed
-	evLost                      // the session suspended (evloop_resume.go)
+	evLost                      // the session suspended (driver_eventloop_resume.go)
 )
 
 // Budgets of one run, after which a busy session goes to the back of the
@@ -123,7 +123,7 @@ type evConn struct {
 	finished     bool
 	hup          bool  // evHup came: read until EOF or an error, not only until a short read
 	fedSmall     bool  // this turn fed the engine a small message (see Run)
-	detached     bool  // suspended: no connection registered (evloop_resume.go)
+	detached     bool  // suspended: no connection registered (driver_eventloop_resume.go)
 	pongDue      bool  // a ping's payload waits in cb.pong to be answered
 	pongLen      uint8 // its length
 	parser       wsnb.Parser

@@ -13,7 +13,7 @@ import (
 // The seam: the engine is called only with Session.mu held, and every
 // release of mu goes through Session.unlock, which dispatches the events
 // the calls produced (wake-ups of Reads, Writes, Open, Accept, the writer)
-// first. Laying out a batch (AppendBatch) and writing it,
+// first. Laying out a batch (NextBatch) and writing it,
 // with the spliced chunks it references, is done only with sendMu held:
 // one batch in flight at a time, in order.
 //

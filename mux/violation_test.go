@@ -209,7 +209,7 @@ func TestPeerViolations(t *testing.T) {
 
 // peerViolation runs one row of TestPeerViolations. Over "pipe" the
 // session's reader goroutine meets the violation; over "tcp-leader" a Read
-// of the session's own stream is leading (lead.go) when the peer sends it;
+// of the session's own stream is leading (driver_fastpaths_lead.go) when the peer sends it;
 // over "tcp-eventloop" the event loop's parser and workers meet it.
 func peerViolation(t *testing.T, transport string, cfg *Config, first, settings []byte, silent bool, frames func() [][]byte, code frame.ErrorCode) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
