@@ -12,10 +12,10 @@ export WSMUX_SOAK
 
 # The packages whose tests drive sessions: make test runs them once more with the reference
 # driver (mux.DriverGoroutines) in place of the default fast paths.
-DRIVERPKGS := ./mux/... ./fuzz/... ./adapters/... ./cmd/wsmux/internal/wireconf/...
+DRIVERPKGS := ./mux/... ./fuzz/... ./adapters/... ./conformance/...
 # ...and once more on the event loop (mux.DriverEventLoop; mux's internal packages do not
 # depend on the driver, and the full-size integrity test runs over TCP only: pipes fall back).
-EVLOOPPKGS := ./mux/ ./fuzz/... ./adapters/... ./cmd/wsmux/internal/wireconf/...
+EVLOOPPKGS := ./mux/ ./fuzz/... ./adapters/... ./conformance/...
 
 ## test: vet, gofmt check, race-enabled tests (fuzz seed corpora run as tests), the session
 ## tests again on the reference driver (WSMUX_DRIVER=goroutines) and on the event loop
@@ -33,8 +33,8 @@ test: vet fmt-check ts-test
 
 ## ts-test: the TypeScript client clients/ts: npm ci (versions of package-lock.json) when the lock
 ## file changed, then npm test (node:test on testdata/vectors) and a check that the web
-## terminal's committed bundle (cmd/wsmux/internal/webui/static) matches its sources; the Go
-## tests of cmd/wsmux/internal/tsinterop and webui (headless chromium) run what it compiled.
+## terminal's committed bundle (gateway/webui/static) matches its sources; the Go
+## tests of internal/tsinterop and webui (headless chromium) run what it compiled.
 ts-test: clients/ts/node_modules/.package-lock.json
 	cd clients/ts && npm test && npm run --silent check-bundle
 

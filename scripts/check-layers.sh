@@ -41,8 +41,8 @@ while read -r p deps; do
   if [ -n "$bad" ]; then echo "layering: $p depends on $bad"; fail=1; fi
 done < <(go list -f '{{.ImportPath}} {{join .Deps " "}}' ./...)
 # WSMUX/1's conformance runner knows no Kubernetes; the stand-in cluster knows no wsmux.
-bad=$(go list -deps ./cmd/wsmux/internal/wireconf | grep -E '^k8s\.io/|/adapters/' | tr '\n' ' ' || true)
+bad=$(go list -deps ./conformance | grep -E '^k8s\.io/|/adapters/' | tr '\n' ' ' || true)
 if [ -n "$bad" ]; then echo "layering: wireconf reaches $bad"; fail=1; fi
-bad=$(go list -deps ./cmd/wsmux/internal/clustertest | grep -E "^$mod/(mux|adapters)(/|\$)" | tr '\n' ' ' || true)
+bad=$(go list -deps ./gateway/clustertest | grep -E "^$mod/(mux|adapters)(/|\$)" | tr '\n' ' ' || true)
 if [ -n "$bad" ]; then echo "layering: clustertest reaches $bad"; fail=1; fi
 exit $fail

@@ -23,7 +23,7 @@ import (
 
 	"github.com/wsmux/wsmux/adapters/bridge"
 	wsmuxhttpstream "github.com/wsmux/wsmux/adapters/httpstream"
-	"github.com/wsmux/wsmux/adapters/internal/kubelettest"
+	"github.com/wsmux/wsmux/adapters/e2e/internal/kubelettest"
 	apihttpstream "k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/tools/remotecommand"
 	clientspdy "k8s.io/client-go/transport/spdy"

@@ -9,7 +9,7 @@ import (
 
 	"github.com/wsmux/wsmux/adapters/bridge"
 	wsmuxhttpstream "github.com/wsmux/wsmux/adapters/httpstream"
-	"github.com/wsmux/wsmux/adapters/internal/kubelettest"
+	"github.com/wsmux/wsmux/adapters/e2e/internal/kubelettest"
 	clientspdy "k8s.io/client-go/transport/spdy"
 )
 

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
+	"github.com/wsmux/wsmux/internal/testnet"
 )
 
 // watchBuf captures a command's output and tells when a line with a given

@@ -15,8 +15,8 @@ import (
 	"github.com/gobwas/ws"
 	"github.com/spf13/cobra"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/tunnel"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/wireconf"
+	"github.com/wsmux/wsmux/gateway/tunnel"
+	"github.com/wsmux/wsmux/conformance"
 )
 
 func init() { extraCommands = append(extraCommands, newConformanceCmd) }
@@ -70,7 +70,7 @@ not negotiate RESUME gets SKIP for them.`,
 			if (cf.server == "") == (listen == "") {
 				return usageErrorf("give exactly one of --server and --listen")
 			}
-			o := wireconf.Options{Echo: echo, Slow: slow, Timeout: timeout, AcceptTimeout: acceptTimeout, Out: cmd.OutOrStdout()}
+			o := conformance.Options{Echo: echo, Slow: slow, Timeout: timeout, AcceptTimeout: acceptTimeout, Out: cmd.OutOrStdout()}
 			if run != "" {
 				re, err := regexp.Compile(run)
 				if err != nil {
@@ -110,7 +110,7 @@ not negotiate RESUME gets SKIP for them.`,
 			}
 			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer cancel()
-			sum, err := wireconf.Run(ctx, o)
+			sum, err := conformance.Run(ctx, o)
 			var se ws.StatusError
 			if errors.As(err, &se) && (se == 401 || se == 403) {
 				return authError(err)

@@ -7,10 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/gateway"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/handoff"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/ticket"
+	"github.com/wsmux/wsmux/gateway/auth"
+	"github.com/wsmux/wsmux/gateway"
+	"github.com/wsmux/wsmux/gateway/handoff"
+	"github.com/wsmux/wsmux/gateway/ticket"
 )
 
 // controllerFlags are the gateway's flags for controllers that hand it

@@ -25,9 +25,9 @@ import (
 
 	"k8s.io/client-go/tools/remotecommand"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/clustertest"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/handoff/handofftest"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
+	"github.com/wsmux/wsmux/gateway/clustertest"
+	"github.com/wsmux/wsmux/gateway/handoff/handofftest"
+	"github.com/wsmux/wsmux/internal/testnet"
 	"github.com/wsmux/wsmux/controller"
 )
 

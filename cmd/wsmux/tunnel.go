@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/tunnel"
+	"github.com/wsmux/wsmux/gateway/auth"
+	"github.com/wsmux/wsmux/gateway/ops"
+	"github.com/wsmux/wsmux/gateway/tunnel"
 	"github.com/wsmux/wsmux/mux"
 )
 

@@ -26,7 +26,21 @@ import (
 type Option func(*options)
 
 type options struct {
-	ignoreIDs map[int]bool
+	ignoreIDs   map[int]bool
+	ignoreTop   []string
+	ignoreFrame []string
+}
+
+// IgnoreTopFunction ignores goroutines whose stack has the function f
+// (its full name, as in a stack trace) on top.
+func IgnoreTopFunction(f string) Option {
+	return func(o *options) { o.ignoreTop = append(o.ignoreTop, f) }
+}
+
+// IgnoreAnyFunction ignores goroutines with the function f anywhere on
+// their stack.
+func IgnoreAnyFunction(f string) Option {
+	return func(o *options) { o.ignoreFrame = append(o.ignoreFrame, f) }
 }
 
 // IgnoreCurrent ignores the goroutines running when it is called.
@@ -96,12 +110,26 @@ func leaks(o *options) []goroutine {
 	var left []goroutine
 	self := currentID()
 	for _, g := range goroutines() {
-		if g.id == self || o.ignoreIDs[g.id] || g.system() {
+		if g.id == self || o.ignoreIDs[g.id] || g.system() || o.ignored(g) {
 			continue
 		}
 		left = append(left, g)
 	}
 	return left
+}
+
+func (o *options) ignored(g goroutine) bool {
+	for _, f := range o.ignoreTop {
+		if g.first == f {
+			return true
+		}
+	}
+	for _, f := range o.ignoreFrame {
+		if g.calls(f) {
+			return true
+		}
+	}
+	return false
 }
 
 type goroutine struct {
@@ -120,6 +148,19 @@ func (g goroutine) system() bool {
 		strings.HasPrefix(g.first, "runtime/trace."),
 		strings.Contains(g.stack, "\ninternal/fuzz."):
 		return true
+	}
+	return false
+}
+
+// calls reports whether f is one of the functions on g's stack.
+func (g goroutine) calls(f string) bool {
+	for _, line := range strings.Split(g.stack, "\n") {
+		if strings.HasPrefix(line, "\t") || strings.HasPrefix(line, "created by ") {
+			continue
+		}
+		if i := strings.LastIndexByte(line, '('); i > 0 && line[:i] == f {
+			return true
+		}
 	}
 	return false
 }

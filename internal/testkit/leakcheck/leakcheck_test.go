@@ -18,6 +18,18 @@ func TestFind(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "leakcheck.parked") {
 		t.Fatalf("a parked goroutine is not reported: %v", err)
 	}
+	for _, o := range []Option{
+		IgnoreCurrent(),
+		IgnoreAnyFunction("github.com/wsmux/wsmux/internal/testkit/leakcheck.parked"),
+		IgnoreTopFunction("github.com/wsmux/wsmux/internal/testkit/leakcheck.parked"),
+	} {
+		if err := find([]Option{o}); err != nil {
+			t.Fatalf("an ignored goroutine is reported: %v", err)
+		}
+	}
+	if err := find([]Option{IgnoreAnyFunction("github.com/wsmux/wsmux/internal/testkit/leakcheck.other")}); err == nil {
+		t.Fatal("a goroutine not ignored is not reported")
+	}
 	if err := find([]Option{IgnoreCurrent()}); err != nil {
 		t.Fatalf("a goroutine running before IgnoreCurrent is reported: %v", err)
 	}
