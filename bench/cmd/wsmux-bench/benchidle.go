@@ -41,8 +41,8 @@ the others stay idle: the round trips' p50, p99 and maximum, the fewest one
 session completed (none starved), and the server's heap sampled every second.
 
 --driver picks the server sessions' driver: eventloop, fastpaths or
-goroutines. The clients always use the event loop. ` + "`wsmux-bench bench --idle-sessions N`" + `
-is the same as --sessions N.`,
+goroutines. The clients always use the event loop.
+` + "`wsmux-bench bench --idle-sessions N`" + ` is the same as --sessions N.`,
 		Example: `  wsmux-bench idle --sessions 15000 --driver eventloop
   wsmux-bench idle --sessions 15000 --driver fastpaths
   wsmux-bench idle --sessions 15000 --active 1000 --duration 60s
