@@ -24,8 +24,6 @@ import (
 	"github.com/wsmux/wsmux/bench"
 )
 
-func init() { extraCommands = append(extraCommands, newBenchCmd) }
-
 const benchLong = `Runs the side-by-side benchmark suite of package bench in this process: the
 same workloads over every transport (the tcp and raw ws ceilings, Kubernetes'
 SPDY with and without a WebSocket tunnel, yamux, smux, wsmux and wsmux through
@@ -44,11 +42,11 @@ and every figure to DIR/results.json.
 The machine matters: compare ratios within one run, not figures across runs.
 Flags also work with one dash (-count 3), as in earlier releases.`
 
-const benchExample = `  wsmux bench --quick
-  wsmux bench --count 3 --out docs/bench
-  wsmux bench --workloads Bulk1,Streams64 --transports ws,yamux,wsmux --benchtime 2s`
+const benchExample = `  wsmux-bench bench --quick
+  wsmux-bench bench --count 3 --out ../docs/bench
+  wsmux-bench bench --workloads Bulk1,Streams64 --transports ws,yamux,wsmux --benchtime 2s`
 
-// benchFlags are the options of `wsmux bench`.
+// benchFlags are the options of `wsmux-bench bench`.
 type benchFlags struct {
 	quick      bool
 	out        string
@@ -56,7 +54,7 @@ type benchFlags struct {
 	workloads  string
 	benchtime  string
 	count      int
-	idle       int // --idle-sessions: bench-idle's run instead (benchidle.go)
+	idle       int // --idle-sessions: idle's run instead (benchidle.go)
 }
 
 // quickBenchtime is --benchtime under --quick: every heavy workload runs
@@ -65,7 +63,7 @@ const quickBenchtime = "300ms"
 
 func newBenchCmd() *cobra.Command { return newBenchCmdFor(&benchFlags{}) }
 
-// newBenchCmdFor is `wsmux bench` parsing its flags into f.
+// newBenchCmdFor is `wsmux-bench bench` parsing its flags into f.
 func newBenchCmdFor(f *benchFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "bench [flags]",
@@ -96,7 +94,7 @@ func newBenchCmdFor(f *benchFlags) *cobra.Command {
 	fs.StringVar(&f.workloads, "workloads", "", "comma-separated `workloads`, e.g. Bulk1,Echo64 or Bulk1/dir=c2s (default all)")
 	fs.StringVar(&f.benchtime, "benchtime", "", "go test -benchtime per benchmark: 1s, 500ms, 100x (default 1s, "+quickBenchtime+" with --quick)")
 	fs.IntVar(&f.count, "count", 1, "runs of every benchmark; the tables show the median")
-	fs.IntVar(&f.idle, "idle-sessions", 0, "instead: hold this many idle sessions, clients in a second process, and report the server's memory per session (as wsmux bench-idle --sessions N)")
+	fs.IntVar(&f.idle, "idle-sessions", 0, "instead: hold this many idle sessions, clients in a second process, and report the server's memory per session (as wsmux-bench idle --sessions N)")
 	return cmd
 }
 
@@ -214,7 +212,7 @@ func runBench(ctx context.Context, f *benchFlags, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stderr, "[%d/%d %s%s] %s\n", done, total, el.Round(time.Second), eta, line)
 	}
-	fmt.Fprintf(stderr, "wsmux bench: %d benchmarks, benchtime %s, count %d on %s\n",
+	fmt.Fprintf(stderr, "wsmux-bench bench: %d benchmarks, benchtime %s, count %d on %s\n",
 		total, cmpOr(opts.Benchtime, "1s"), f.count, machine)
 	results, err := bench.Run(ctx, opts, progress)
 	if err != nil && !errors.Is(err, context.Canceled) {
@@ -238,7 +236,7 @@ func runBench(ctx context.Context, f *benchFlags, stdout, stderr io.Writer) erro
 		if err := writeBenchOutputs(f, opts, machine, results, time.Since(start)); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "wsmux bench: wrote %s, %s and %s\n",
+		fmt.Fprintf(stderr, "wsmux-bench bench: wrote %s, %s and %s\n",
 			filepath.Join(f.out, "bench.md"), filepath.Join(f.out, "bench.svg"), filepath.Join(f.out, "results.json"))
 	}
 	if interrupted {
@@ -255,7 +253,7 @@ func hasCPU(results []bench.Result) bool {
 	return slices.ContainsFunc(results, func(r bench.Result) bool { return r.Metric == bench.CPUPerMiB })
 }
 
-// textPreamble is what `wsmux bench` prints above its tables: the machine,
+// textPreamble is what `wsmux-bench bench` prints above its tables: the machine,
 // the run's parameters and, if the tables have it, what cpu-ms/MiB means.
 func textPreamble(m bench.Machine, opts bench.Options, results []bench.Result) string {
 	var b strings.Builder
@@ -328,7 +326,7 @@ func workloadNames() []string {
 // benchReport is results.json: where and how the figures were measured, and
 // every figure of every run.
 type benchReport struct {
-	Command   string         `json:"command"`   // "wsmux bench --count 3 --out docs/bench"
+	Command   string         `json:"command"`   // "wsmux-bench bench --count 3 --out ../docs/bench"
 	Generated string         `json:"generated"` // RFC 3339, UTC
 	Machine   bench.Machine  `json:"machine"`
 	Benchtime string         `json:"benchtime"`
@@ -339,7 +337,7 @@ type benchReport struct {
 // writeBenchOutputs writes bench.md, bench.svg and results.json into f.out.
 func writeBenchOutputs(f *benchFlags, opts bench.Options, m bench.Machine, results []bench.Result, took time.Duration) error {
 	now := time.Now().UTC()
-	command := strings.Join(append([]string{"wsmux bench"}, commandArgs(f)...), " ")
+	command := strings.Join(append([]string{"wsmux-bench bench"}, commandArgs(f)...), " ")
 	svg := renderSVG(results, m)
 	if err := os.WriteFile(filepath.Join(f.out, "bench.svg"), []byte(svg), 0o644); err != nil {
 		return err

@@ -14,7 +14,7 @@ import (
 	"github.com/wsmux/wsmux/bench"
 )
 
-// `wsmux bench --help` prints cobra's help, with two-dash flags, to standard
+// `wsmux-bench bench --help` prints cobra's help, with two-dash flags, to standard
 // output, as every other command does; so do -h and the old -help.
 func TestBenchHelp(t *testing.T) {
 	for _, h := range []string{"--help", "-h", "-help"} {
@@ -22,7 +22,7 @@ func TestBenchHelp(t *testing.T) {
 		if code != exitOK || errOut != "" {
 			t.Errorf("bench %s: exit %d, stderr %q", h, code, errOut)
 		}
-		for _, want := range []string{"Usage:\n  wsmux bench [flags]", "      --count int", "      --quick", "      --out directory", "--log-level", "cpu-ms/MiB"} {
+		for _, want := range []string{"Usage:\n  wsmux-bench bench [flags]", "      --count int", "      --quick", "      --out directory", "--log-level", "cpu-ms/MiB"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("bench %s: stdout lacks %q:\n%s", h, want, out)
 			}
@@ -33,12 +33,12 @@ func TestBenchHelp(t *testing.T) {
 	}
 }
 
-// benchCmd is `wsmux bench` under a root with the persistent --log-level,
+// benchCmd is `wsmux-bench bench` under a root with the persistent --log-level,
 // parsing into the returned flags.
 func benchCmd() (*cobra.Command, *benchFlags) {
 	f := &benchFlags{}
 	cmd := newBenchCmdFor(f)
-	root := &cobra.Command{Use: "wsmux"}
+	root := &cobra.Command{Use: "wsmux-bench"}
 	root.PersistentFlags().String("log-level", "info", "")
 	root.AddCommand(cmd)
 	cmd.InitDefaultHelpFlag()
@@ -117,7 +117,7 @@ func TestBenchTinyRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(md), "Machine: "+model+", ") || !strings.Contains(string(md), "wsmux bench --out "+dir) {
+	if !strings.Contains(string(md), "Machine: "+model+", ") || !strings.Contains(string(md), "wsmux-bench bench --out "+dir) {
 		t.Errorf("bench.md:\n%s", md)
 	}
 	js, err := os.ReadFile(filepath.Join(dir, "results.json"))

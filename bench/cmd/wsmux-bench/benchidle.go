@@ -13,9 +13,7 @@ import (
 	"github.com/wsmux/wsmux/mux"
 )
 
-func init() { extraCommands = append(extraCommands, newBenchIdleCmd) }
-
-// idleOpts are the options of `wsmux bench-idle` (and of `wsmux bench
+// idleOpts are the options of `wsmux-bench idle` (and of `wsmux-bench bench
 // --idle-sessions N`, its other spelling).
 type idleOpts struct {
 	sessions int
@@ -25,12 +23,12 @@ type idleOpts struct {
 	client   string
 }
 
-// newBenchIdleCmd is `wsmux bench-idle`: the many-idle-sessions run with
-// the clients in a second process.
-func newBenchIdleCmd() *cobra.Command {
+// newIdleCmd is `wsmux-bench idle`: the many-idle-sessions run with the
+// clients in a second process.
+func newIdleCmd() *cobra.Command {
 	var o idleOpts
 	cmd := &cobra.Command{
-		Use:   "bench-idle [flags]",
+		Use:   "idle [flags]",
 		Short: "Measure the server's memory and goroutines per idle wsmux session, clients in a second process",
 		Long: `Serves --sessions wsmux sessions on 127.0.0.1 whose clients run in a second
 process (this binary again: one process may hold only so many descriptors),
@@ -43,12 +41,12 @@ the others stay idle: the round trips' p50, p99 and maximum, the fewest one
 session completed (none starved), and the server's heap sampled every second.
 
 --driver picks the server sessions' driver: eventloop, fastpaths or
-goroutines. The clients always use the event loop. ` + "`wsmux bench --idle-sessions N`" + `
-is the same as --sessions N.`,
-		Example: `  wsmux bench-idle --sessions 15000 --driver eventloop
-  wsmux bench-idle --sessions 15000 --driver fastpaths
-  wsmux bench-idle --sessions 15000 --active 1000 --duration 60s
-  wsmux bench --idle-sessions 15000`,
+goroutines. The clients always use the event loop.
+` + "`wsmux-bench bench --idle-sessions N`" + ` is the same as --sessions N.`,
+		Example: `  wsmux-bench idle --sessions 15000 --driver eventloop
+  wsmux-bench idle --sessions 15000 --driver fastpaths
+  wsmux-bench idle --sessions 15000 --active 1000 --duration 60s
+  wsmux-bench bench --idle-sessions 15000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchIdle(cmd, o) },
 	}
@@ -57,7 +55,7 @@ is the same as --sessions N.`,
 	fl.IntVar(&o.active, "active", 0, "then this many of them echo 64 bytes in a loop for --duration while the rest stay idle (round trips: p50, p99, the fewest on one session; the server's heap over the run)")
 	fl.DurationVar(&o.duration, "duration", 60*time.Second, "how long the active sessions echo")
 	fl.StringVar(&o.driver, "driver", mux.DriverEventLoop.String(), "the server sessions' driver: eventloop, fastpaths, goroutines")
-	fl.StringVar(&o.client, "client", "", "run as the client process of the server at this address (used by bench-idle itself)")
+	fl.StringVar(&o.client, "client", "", "run as the client process of the server at this address (used by idle itself)")
 	_ = fl.MarkHidden("client")
 	return cmd
 }
@@ -73,7 +71,7 @@ func runBenchIdle(cmd *cobra.Command, o idleOpts) error {
 	}
 	ctx := cmd.Context()
 	if o.client != "" {
-		return bench.RunIdleClients(ctx, o.client, o.sessions, o.active, o.duration, os.Stdin, cmd.OutOrStdout())
+		return bench.RunIdleClients(ctx, o.client, o.sessions, o.active, o.duration, cmd.InOrStdin(), cmd.OutOrStdout())
 	}
 	var d mux.Driver
 	switch o.driver {
@@ -97,7 +95,7 @@ func runBenchIdle(cmd *cobra.Command, o idleOpts) error {
 		Duration: o.duration,
 		Progress: cmd.ErrOrStderr(),
 		Client: func(addr string) *exec.Cmd {
-			c := exec.CommandContext(ctx, self, "bench-idle", "--client", addr, "--sessions", strconv.Itoa(o.sessions),
+			c := exec.CommandContext(ctx, self, "idle", "--client", addr, "--sessions", strconv.Itoa(o.sessions),
 				"--active", strconv.Itoa(o.active), "--duration", o.duration.String())
 			c.Stderr = os.Stderr
 			return c

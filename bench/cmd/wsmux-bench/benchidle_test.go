@@ -7,15 +7,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// bench-idle's usage errors exit 2 with a message naming the flag, before
+// idle's usage errors exit 2 with a message naming the flag, before
 // any session or second process starts; `bench --idle-sessions` is listed
 // as its other spelling.
 func TestBenchIdleUsage(t *testing.T) {
 	for _, args := range [][]string{
-		{"bench-idle", "--sessions", "0"},
-		{"bench-idle", "--sessions", "5", "--active", "6"},
-		{"bench-idle", "--sessions", "5", "--duration", "0s"},
-		{"bench-idle", "--sessions", "5", "--driver", "threads"},
+		{"idle", "--sessions", "0"},
+		{"idle", "--sessions", "5", "--active", "6"},
+		{"idle", "--sessions", "5", "--duration", "0s"},
+		{"idle", "--sessions", "5", "--driver", "threads"},
 	} {
 		code, _, errOut := invoke(nil, nil, args...)
 		require.Equal(t, 2, code, "%v: %s", args, errOut)
