@@ -26,8 +26,8 @@ EVLOOPPKGS := ./mux/ ./fuzz/... ./conformance/...
 
 ## test: vet, gofmt check, race-enabled tests of every module (fuzz seed corpora run as tests), the
 ## session tests again on the reference driver (WSMUX_DRIVER=goroutines) and on the event loop
-## (WSMUX_DRIVER=eventloop), the adapters against every Kubernetes minor they claim (test-k8s),
-## the consumers' dependency graphs (test-consumers), then without -race: the allocation tests
+## (WSMUX_DRIVER=eventloop), the adapters against every Kubernetes minor they claim (test-k8s;
+## the module internal/modtest checks the consumers' dependency graphs), then without -race: the allocation tests
 ## (the race runtime makes sync.Pool drop items) and the full-size integrity and slow-reader tests
 ## (256 x 4 MiB, 64 MiB) and the resumption fault-injection test (64 x 16 MiB each way through a
 ## cutting proxy), which -race slows past the time budget and so runs at reduced sizes.
@@ -37,7 +37,7 @@ test: vet fmt-check ts-test
 	cd adapters && WSMUX_DRIVER=goroutines $(GO) test -race -count=1 -timeout 10m ./...
 	WSMUX_DRIVER=eventloop $(GO) test -race -count=1 -timeout 10m $(EVLOOPPKGS)
 	cd adapters && WSMUX_DRIVER=eventloop $(GO) test -race -count=1 -timeout 10m ./...
-	@$(MAKE) --no-print-directory test-k8s test-consumers
+	@$(MAKE) --no-print-directory test-k8s
 	@$(call each,$(GO) test -count=1 -timeout 5m -run 'Alloc|Integrity|SlowReader|ResumeFaultInjection' ./...)
 	WSMUX_DRIVER=eventloop $(GO) test -count=1 -timeout 5m -run 'Alloc|IntegrityTCP|SlowReader' ./mux/
 
@@ -51,7 +51,9 @@ test-k8s:
 
 ## test-consumers: fresh modules that import one wsmux module each, built against this checkout:
 ## one that imports only mux has no k8s.io module in its graph and keeps a pinned client-go
-## after go mod tidy; the adapters keep a kubelet's or apiserver's oldest supported release.
+## after go mod tidy; the adapters keep a kubelet's or apiserver's oldest supported release; every
+## module, published as a tag would publish it, is taken with go get and no replace directive
+## (make test runs these with the other modules' tests).
 test-consumers:
 	cd internal/modtest && $(GO) test -count=1 ./...
 
@@ -83,19 +85,19 @@ cross:
 	@$(call each,GOOS=windows $(GO) build ./... && GOOS=darwin $(GO) build ./... && GOOS=windows $(GO) vet ./... && GOOS=darwin $(GO) vet ./...)
 
 ## bench: the side-by-side comparison of wsmux, SPDY, yamux, smux and the tcp/ws ceilings: the
-## full suite, 3 runs each, medians (about 7 min on 2 cores; `go run ./cmd/wsmux bench --quick`
+## full suite, 3 runs each, medians (about 7 min on 2 cores; `cd bench && go run ./cmd/wsmux-bench bench --quick`
 ## takes 1.5): prints the CPU model and a table per workload (MB/s beside cpu-ms/MiB, the process
 ## CPU per MiB moved), writes docs/bench/{bench.md,bench.svg,results.json}.
 bench:
-	$(GO) run ./cmd/wsmux bench --count 3 --out docs/bench
+	cd bench && $(GO) run ./cmd/wsmux-bench bench --count 3 --out ../docs/bench
 
 ## bench-idle: many idle sessions in one server process, clients in a second one
 ## (docs/performance.md): 15,000 on the event loop, then on the fast paths, then 1,000 of
 ## 15,000 echoing for 60 s on the event loop. About 4 minutes.
 bench-idle:
-	$(GO) run ./cmd/wsmux bench-idle --sessions 15000 --driver eventloop
-	$(GO) run ./cmd/wsmux bench-idle --sessions 15000 --driver fastpaths
-	$(GO) run ./cmd/wsmux bench-idle --sessions 15000 --driver eventloop --active 1000 --duration 60s
+	cd bench && $(GO) run ./cmd/wsmux-bench idle --sessions 15000 --driver eventloop
+	cd bench && $(GO) run ./cmd/wsmux-bench idle --sessions 15000 --driver fastpaths
+	cd bench && $(GO) run ./cmd/wsmux-bench idle --sessions 15000 --driver eventloop --active 1000 --duration 60s
 
 ## bench-go: go test -bench with -count suitable for benchstat, into bench.txt; narrow it with
 ## BENCH (a -bench regexp), e.g. make bench-go BENCH='Bulk1|Echo64' COUNT=6.

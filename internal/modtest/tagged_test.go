@@ -21,28 +21,25 @@ import (
 var published = []string{"", "adapters", "gateway", "cmd/wsmux", "bench"}
 
 // tagVersion is the version the checkout's modules are published at in
-// the local proxy of TestTaggedModules: a pre-release no real tag has.
-const tagVersion = "v0.99.0-modtest"
+// the local proxy of TestTaggedModules: a pre-release no real tag has, new
+// for each run, since the module cache keeps what it downloaded by version.
+var tagVersion = "v0.99.0-modtest." + time.Now().UTC().Format("20060102150405.000000000")[:21]
 
 // TestTaggedModules publishes the checkout's modules into a local module
 // proxy as scripts/release.sh tags them (each go.mod requiring its wsmux
-// siblings at the release's version; replace directives, which a consumer
-// ignores, left as they are), then a user's module goes get each one and
-// builds it with no replace directive of its own.
+// siblings at the release's version, without the replace directives of
+// development), then a user's module goes get each one and builds it with
+// no replace directive of its own, and go install installs the command.
 func TestTaggedModules(t *testing.T) {
 	proxy := t.TempDir()
 	for _, dir := range published {
 		publish(t, proxy, dir)
 	}
-	// A module cache of its own, so that the published zips never enter the
-	// user's; modules already downloaded come from the user's cache.
-	cache := t.TempDir()
-	userCache := strings.TrimSpace(goCmd(t, ".", nil, "env", "GOMODCACHE"))
+	cache := strings.TrimSpace(goCmd(t, ".", nil, "env", "GOMODCACHE"))
+	t.Cleanup(func() { forget(t, cache) })
 	upstream := strings.TrimSpace(goCmd(t, ".", nil, "env", "GOPROXY"))
 	env := []string{
-		"GOMODCACHE=" + cache,
-		"GOFLAGS=-mod=mod -modcacherw",
-		"GOPROXY=file://" + proxy + ",file://" + filepath.Join(userCache, "cache", "download") + "," + upstream,
+		"GOPROXY=file://" + proxy + "," + upstream,
 		"GONOSUMDB=github.com/wsmux/wsmux",
 	}
 	cases := []struct {
@@ -100,6 +97,11 @@ func publish(t *testing.T, proxy, dir string) {
 			}
 		}
 	}
+	for _, r := range append([]*modfile.Replace(nil), f.Replace...) {
+		if err := f.DropReplace(r.Old.Path, r.Old.Version); err != nil {
+			t.Fatal(err)
+		}
+	}
 	gomod, err = f.Format()
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +142,37 @@ func publish(t *testing.T, proxy, dir string) {
 		tagVersion + ".zip":  zip.Bytes(),
 	} {
 		write(t, filepath.Join(at, name), string(data))
+	}
+}
+
+// forget removes the published versions from the module cache (extracted
+// and downloaded), where the go command left them read-only.
+func forget(t *testing.T, cache string) {
+	var gone []string
+	for _, top := range []string{filepath.Join(cache, "github.com", "wsmux"), filepath.Join(cache, "cache", "download", "github.com", "wsmux")} {
+		_ = filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if strings.Contains(d.Name(), tagVersion) {
+				gone = append(gone, p)
+				if d.IsDir() {
+					return fs.SkipDir
+				}
+			}
+			return nil
+		})
+	}
+	for _, p := range gone {
+		_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				_ = os.Chmod(q, 0o755)
+			}
+			return nil
+		})
+		if err := os.RemoveAll(p); err != nil {
+			t.Errorf("cleaning the module cache: %v", err)
+		}
 	}
 }
 
