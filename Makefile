@@ -14,7 +14,8 @@ MODULES := $(shell bash scripts/modules.sh)
 # each runs a command in every module's folder, naming the module first.
 each = set -e; for m in $(MODULES); do echo "== module $$m"; (cd $$m && $(1)); done
 
-.PHONY: test test-k8s test-consumers ts-test vet fmt-check lint cross bench bench-go bench-idle fuzz fuzz-seeds fuzz-long fuzz-ci fuzz-vet
+.DEFAULT_GOAL := test
+.PHONY: wsmux test test-k8s test-consumers ts-test vet fmt-check lint cross bench bench-go bench-idle fuzz fuzz-seeds fuzz-long fuzz-ci fuzz-vet
 
 # The packages whose tests drive sessions: make test runs them once more with the reference
 # driver (mux.DriverGoroutines) in place of the default fast paths: in the core module...
@@ -23,6 +24,10 @@ DRIVERPKGS := ./mux/... ./fuzz/... ./conformance/...
 # depend on the driver, and the full-size integrity test runs over TCP only: pipes fall back).
 EVLOOPPKGS := ./mux/ ./fuzz/... ./conformance/...
 # The adapters module's packages run on all three drivers too.
+
+## wsmux: the command's binary, ./wsmux (cmd/wsmux is a module of its own).
+wsmux:
+	cd cmd/wsmux && $(GO) build -o $(CURDIR)/wsmux .
 
 ## test: vet, gofmt check, race-enabled tests of every module (fuzz seed corpora run as tests), the
 ## session tests again on the reference driver (WSMUX_DRIVER=goroutines) and on the event loop
