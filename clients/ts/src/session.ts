@@ -362,10 +362,9 @@ export class Session implements StreamHost {
       case FrameType.GOAWAY:
         return this.onGoAway(f);
       case FrameType.MAX_STREAMS:
-        if (f.arg > this.slots.ownCredit) {
-          this.slots.ownCredit = f.arg;
-          this.slots.wakeOpeners();
-        }
+        if (f.arg <= this.slots.ownCredit) return this.budgets.useless("MAX_STREAMS not above the credit");
+        this.slots.ownCredit = f.arg;
+        this.slots.wakeOpeners();
         return;
     }
   }
@@ -416,7 +415,7 @@ export class Session implements StreamHost {
       return;
     }
     if (!st) return this.budgets.useless("HEADERS on a closed stream");
-    if (st.recvDone) return;
+    if (st.recvDone) return this.budgets.useless("HEADERS after the peer's FIN");
     if (f.flags & Flag.FIN) {
       if (st.local) st.markAccepted([]);
       st.fin();
@@ -487,6 +486,7 @@ export class Session implements StreamHost {
       this.end(new SessionError(f.arg, `the peer ended the session: GOAWAY ${codeName(f.arg)}${debug ? ": " + debug : ""}`, true), 1000, false);
       return;
     }
+    if (this.goAwayRecvSeen && f.streamId >= this.goAwayRecv) return this.budgets.useless("GOAWAY that lowers nothing");
     this.goAwayRecvSeen = true;
     this.goAwayRecv = Math.min(this.goAwayRecv, f.streamId);
     for (const st of [...this.slots.streams.values()])

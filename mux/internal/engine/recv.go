@@ -74,16 +74,18 @@ func (e *Engine) handle(f *frame.Frame, now time.Duration) {
 	case frame.TypePing:
 		e.onPing(f, now)
 	case frame.TypeGoAway:
-		e.onGoAway(f)
+		e.onGoAway(f, now)
 	case frame.TypeSettings:
 		e.fail(frame.ProtocolError, errors.New("second SETTINGS frame"))
 	case frame.TypeReceived:
 		e.onReceived(f)
 	case frame.TypeMaxStreams:
-		if f.Arg > e.peerCredit {
-			e.peerCredit = f.Arg
-			e.emit(EvCredit)
+		if f.Arg <= e.peerCredit {
+			e.countUseless(now) // credit never goes down: it changes nothing
+			return
 		}
+		e.peerCredit = f.Arg
+		e.emit(EvCredit)
 	}
 }
 
@@ -165,6 +167,7 @@ func (e *Engine) onData(f *frame.Frame, now time.Duration) {
 		}
 		return
 	}
+	st.bytes += int64(n) // read or discarded, it was exchanged (rapid-reset accounting)
 	if st.readClosed || st.resetErr != nil {
 		d, err := st.rx.Discard(n)
 		if err != nil {
@@ -198,7 +201,6 @@ func (e *Engine) onData(f *frame.Frame, now time.Duration) {
 			data = data[k:]
 		}
 		st.rxq.write(data)
-		st.bytes += int64(n)
 		e.emitStream(st, EvReadable)
 	}
 	if f.Flags.Has(frame.FlagFIN) {
@@ -253,11 +255,14 @@ func (e *Engine) onHeaders(f *frame.Frame, now time.Duration) {
 		st.acked = true
 		e.answer(st)
 	default:
-		if e.liveStream(f, now) == nil {
+		st := e.liveStream(f, now)
+		if st == nil {
 			return
 		}
-		if !f.Flags.Has(frame.FlagFIN) {
-			e.countUseless(now) // metadata: accepted and ignored
+		if !f.Flags.Has(frame.FlagFIN) || st.finRecv {
+			// Metadata, or anything after the peer's FIN: accepted and
+			// ignored, but counted.
+			e.countUseless(now)
 			return
 		}
 	}
@@ -440,7 +445,12 @@ func (e *Engine) onPing(f *frame.Frame, now time.Duration) {
 	e.pushUrgent(ctrl{typ: frame.TypePing, flags: frame.FlagACK, arg: f.Arg, peer: true})
 }
 
-func (e *Engine) onGoAway(f *frame.Frame) {
+func (e *Engine) onGoAway(f *frame.Frame, now time.Duration) {
+	if e.goawayRecv && f.Code() == frame.NoError && f.StreamID >= e.peerLastID {
+		// A repeated GOAWAY that lowers nothing changes nothing.
+		e.countUseless(now)
+		return
+	}
 	if !e.goawayRecv {
 		e.emit(EvGoAway)
 	}
