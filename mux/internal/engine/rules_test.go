@@ -117,7 +117,9 @@ func TestCountingBudgetWindows(t *testing.T) {
 // credit and a repeated GOAWAY that lowers nothing used to go uncounted.
 func TestUselessFrameKinds(t *testing.T) {
 	syn := func(b []byte) []byte { return synFrame(b, 1) }
-	synFin := func(b []byte) []byte { return appendOK(frame.AppendHeadersBlock(b, 1, frame.FlagSYN|frame.FlagFIN, nil)) }
+	synFin := func(b []byte) []byte {
+		return appendOK(frame.AppendHeadersBlock(b, 1, frame.FlagSYN|frame.FlagFIN, nil))
+	}
 	for _, tc := range []struct {
 		name  string
 		first func([]byte) []byte // what comes before, in the same message
