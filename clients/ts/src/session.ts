@@ -381,8 +381,10 @@ export class Session implements StreamHost {
 
   private onData(f: Frame): void {
     const n = f.payload.length;
-    this.flow.receive(n);
+    // The order of checks (7.8, 8.3): an idle stream, then the session
+    // window, then (on a live stream) its window, then DATA after FIN.
     const st = this.slots.lookup(f, "DATA");
+    this.flow.receive(n);
     if (!st) {
       this.consumed(null, n); // a closed stream: discarded, credited back (7.8)
       return;

@@ -71,3 +71,17 @@ for (const [name, before, fr, extra] of useless) {
     });
   }
 }
+
+// DATA: an idle stream first (PROTOCOL_ERROR), then the session window and the
+// stream's (FLOW_CONTROL_ERROR), then DATA after FIN (STREAM_CLOSED): spec 7.5, 7.8, 8.3.
+const data = (id: number, n: number, flags = 0) => f(FrameType.DATA, flags, id, 0, new Uint8Array(n));
+for (const [name, frames, code] of [
+  ["on an idle stream beyond the session window", [f(FrameType.HEADERS, Flag.SYN, 2, 0), ...many(2, () => data(2, 16384)), f(FrameType.HEADERS, Flag.SYN, 4, 0), ...many(2, () => data(4, 16384)), data(100, 1)], ErrorCode.PROTOCOL_ERROR],
+  ["after FIN beyond the stream window", [f(FrameType.HEADERS, Flag.SYN, 2, 0), ...many(2, () => data(2, 16384)), data(2, 0, Flag.FIN), data(2, 1)], ErrorCode.FLOW_CONTROL_ERROR],
+] as const) {
+  test(`DATA ${name} is ${code === ErrorCode.PROTOCOL_ERROR ? "PROTOCOL_ERROR" : "FLOW_CONTROL_ERROR"}`, async () => {
+    const p = rawPeer(true, { initialSessionWindow: 65536, initialStreamWindow: 32768, maxSessionWindow: 65536, maxStreamWindow: 32768 });
+    p.send(settings(), ...frames);
+    assert.equal((await p.until((fr) => fr.type === FrameType.GOAWAY)).arg, code);
+  });
+}

@@ -154,27 +154,46 @@ func (e *Engine) onData(f *frame.Frame, now time.Duration) {
 		st.acked, st.ackImplied = true, true
 		e.answer(st)
 	}
-	if st.finRecv {
-		// DATA after the peer's FIN: the stream is broken, not the session.
+	if st.resetErr != nil && !st.flushing {
+		// RST_STREAM sent or received: the stream is closed for the
+		// peer's DATA (7.8), which counts against and is credited back to
+		// the session window alone (8.4).
 		e.discardSession(n)
-		if e.err == nil {
-			e.resetStream(st, frame.StreamClosed, "DATA after FIN", now, false)
-			e.stats.CountError(frame.StreamClosed)
-			// Resets the peer provokes count like its own (MadeYouReset).
-			if e.youngResets.add(now, maxYoungResets) {
-				e.fail(frame.EnhanceYourCalm, errors.New("too many provoked stream errors"))
-			}
+		return
+	}
+	if st.finRecv {
+		// DATA after the peer's FIN: checked against both windows first
+		// (beyond them it breaks the session, 8.3), then a stream error.
+		e.discardSession(n)
+		if e.err != nil {
+			return
+		}
+		if _, err := st.rx.Discard(n); err != nil {
+			e.fail(frame.FlowControlError, err)
+			return
+		}
+		e.resetStream(st, frame.StreamClosed, "DATA after FIN", now, false)
+		e.stats.CountError(frame.StreamClosed)
+		// Resets the peer provokes count like its own (MadeYouReset).
+		if e.youngResets.add(now, maxYoungResets) {
+			e.fail(frame.EnhanceYourCalm, errors.New("too many provoked stream errors"))
 		}
 		return
 	}
 	st.bytes += int64(n) // read or discarded, it was exchanged (rapid-reset accounting)
 	if st.readClosed || st.resetErr != nil {
+		// Read side closed (STOP_SENDING sent), or a reset still flushing
+		// our bytes (its RST_STREAM not sent yet): both windows, both
+		// credited back.
+		e.discardSession(n)
+		if e.err != nil {
+			return
+		}
 		d, err := st.rx.Discard(n)
 		if err != nil {
 			e.fail(frame.FlowControlError, err)
 			return
 		}
-		e.discardSession(n)
 		e.queueStreamWU(st, d)
 	} else {
 		if err := e.sessRecv.Receive(n); err != nil {

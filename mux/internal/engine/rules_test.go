@@ -231,3 +231,92 @@ func TestDoneWithStream(t *testing.T) {
 		require.Equal(t, credit+1, maxStreamsIn(t, c.AppendBatch(nil, time.Second)), "taken and ended both ways: the slot is back, whatever the application still holds")
 	})
 }
+
+// dataFrames appends n bytes of DATA on stream id in frames of at most
+// 16 KiB, the last with fin.
+func dataFrames(dst []byte, id uint32, n int, fin bool) []byte {
+	for n > 0 || fin {
+		k := min(n, 16<<10)
+		n -= k
+		dst = appendOK(frame.AppendData(dst, id, fin && n == 0, make([]byte, k)))
+		if n == 0 {
+			break
+		}
+	}
+	return dst
+}
+
+// TestDataChecksOrder: DATA is checked for an idle stream first
+// (PROTOCOL_ERROR), then against the session window and the stream's
+// (FLOW_CONTROL_ERROR), and only then for a FIN before it (the stream error
+// STREAM_CLOSED): spec 7.5, 7.8, 8.3. DATA after FIN beyond the stream
+// window used to be a mere stream error.
+func TestDataChecksOrder(t *testing.T) {
+	win := DefaultInitialStreamWindow
+	for _, tc := range []struct {
+		name string
+		msg  func() []byte
+		code frame.ErrorCode // 0: the session survives
+		rst  frame.ErrorCode // the RST_STREAM expected on stream 1, if any
+	}{
+		{"after FIN, within the window", func() []byte {
+			return dataFrames(dataFrames(synFrame(nil, 1), 1, 100, true), 1, 10, false)
+		}, 0, frame.StreamClosed},
+		{"after FIN, beyond the stream window", func() []byte {
+			return dataFrames(dataFrames(synFrame(nil, 1), 1, win, true), 1, 1, false)
+		}, frame.FlowControlError, 0},
+		{"idle, beyond the session window", func() []byte {
+			var b []byte
+			for id := uint32(1); id <= 7; id += 2 {
+				b = dataFrames(synFrame(b, id), id, DefaultInitialSessionWindow/4, false)
+			}
+			return dataFrames(b, 99, 1, false)
+		}, frame.ProtocolError, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := serverEngine(t, testConfig())
+			_ = c.Feed(tc.msg(), time.Second)
+			if tc.code != 0 {
+				require.NotNil(t, c.err)
+				require.Equal(t, tc.code, c.err.Code)
+				return
+			}
+			require.Nil(t, c.err)
+			var rst frame.ErrorCode
+			for _, f := range frames(t, c.AppendBatch(nil, time.Second)) {
+				if f.Type == frame.TypeRSTStream && f.StreamID == 1 {
+					rst = f.Code()
+				}
+			}
+			require.Equal(t, tc.rst, rst)
+		})
+	}
+}
+
+// TestResetStreamCredit: once a RST_STREAM was sent or received, DATA for
+// the stream counts against and is credited back to the session window
+// alone, by session WINDOW_UPDATEs; the stream's window is not checked and
+// no WINDOW_UPDATE names the stream (spec 8.4). A reset stream that a
+// running handler still held used to check the stream window (and fail
+// the session beyond it).
+func TestResetStreamCredit(t *testing.T) {
+	cfg := testConfig()
+	cfg.Handler = true
+	c := serverEngine(t, cfg)
+	require.NoError(t, c.Feed(synFrame(nil, 1), time.Second))
+	st := c.TakeHandler() // the handler runs: the stream stays in the table
+	require.NotNil(t, st)
+	require.NoError(t, c.Feed(appendOK(frame.AppendRSTStream(nil, 1, frame.Cancel, "")), time.Second))
+	c.AppendBatch(nil, time.Second)
+	n := DefaultInitialSessionWindow / 2 // twice the stream window; two quarters of the session's, so both are due
+	require.NoError(t, c.Feed(dataFrames(nil, 1, n, false), 2*time.Second))
+	var sess uint32
+	for _, f := range frames(t, c.AppendBatch(nil, 2*time.Second)) {
+		require.False(t, f.Type == frame.TypeWindowUpdate && f.StreamID != 0, "a WINDOW_UPDATE names the reset stream")
+		if f.Type == frame.TypeWindowUpdate {
+			sess += f.Arg
+		}
+	}
+	require.EqualValues(t, n, sess, "every byte back to the session window")
+	c.HandlerDone(st, nil, 2*time.Second)
+}
