@@ -485,7 +485,10 @@ export class Session implements StreamHost {
   private onGoAway(f: Frame): void {
     const debug = new TextDecoder().decode(f.payload);
     if (f.arg !== ErrorCode.NO_ERROR) {
-      this.end(new SessionError(f.arg, `the peer ended the session: GOAWAY ${codeName(f.arg)}${debug ? ": " + debug : ""}`, true), 1000, false);
+      // Only NO_ERROR drains (9.4): any other code ends the session at once,
+      // with no frame of ours, and a close with the code's status (10.2).
+      const status = closeStatus(f.arg);
+      this.end(new SessionError(f.arg, `the peer ended the session: GOAWAY ${codeName(f.arg)}${debug ? ": " + debug : ""}`, true, status), status, false);
       return;
     }
     if (this.goAwayRecvSeen && f.streamId >= this.goAwayRecv) return this.budgets.useless("GOAWAY that lowers nothing");

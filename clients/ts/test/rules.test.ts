@@ -85,3 +85,33 @@ for (const [name, frames, code] of [
     assert.equal((await p.until((fr) => fr.type === FrameType.GOAWAY)).arg, code);
   });
 }
+
+test("GOAWAY with a code other than NO_ERROR ends the session at once, with no frame of ours and the code's close status", async () => {
+  const p = rawPeer(true);
+  p.send(settings());
+  const st = await p.s.open(); // stream 1, at the last-stream-id: not drained either
+  await p.until((fr) => fr.type === FrameType.HEADERS);
+  const before = p.all.length;
+  p.send(f(FrameType.GOAWAY, 0, st.id, ErrorCode.INTERNAL_ERROR));
+  const err = await p.s.done;
+  assert.ok(err instanceof SessionError && err.code === ErrorCode.INTERNAL_ERROR && err.remote);
+  await assert.rejects(st.closed);
+  await new Promise((r) => setImmediate(r));
+  assert.equal(p.all.length, before, "no frame after the peer's error GOAWAY");
+  assert.equal(p.ws.closedWith, 1011);
+});
+
+test("a drain ends with a close 1000 and no GOAWAY of ours; streams above the last-stream-id end without RST_STREAM", async () => {
+  const p = rawPeer(true);
+  p.send(settings());
+  const a = await p.s.open();
+  const b = await p.s.open();
+  await p.until((fr) => fr.type === FrameType.HEADERS && fr.streamId === b.id);
+  p.send(f(FrameType.GOAWAY, 0, a.id, ErrorCode.NO_ERROR), f(FrameType.HEADERS, Flag.ACK | Flag.FIN, a.id, 0));
+  await assert.rejects(b.closed, (e: { code: number }) => e.code === ErrorCode.REFUSED_STREAM);
+  await a.writable.close();
+  assert.equal(await p.s.done, null);
+  await new Promise((r) => setImmediate(r));
+  assert.ok(!p.all.some((fr) => fr.type === FrameType.RST_STREAM || fr.type === FrameType.GOAWAY), "no RST_STREAM, no GOAWAY");
+  assert.equal(p.ws.closedWith, 1000);
+});

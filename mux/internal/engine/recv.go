@@ -465,37 +465,44 @@ func (e *Engine) onPing(f *frame.Frame, now time.Duration) {
 }
 
 func (e *Engine) onGoAway(f *frame.Frame, now time.Duration) {
-	if e.goawayRecv && f.Code() == frame.NoError && f.StreamID >= e.peerLastID {
+	code := f.Code()
+	if code != frame.NoError {
+		// Only NO_ERROR drains (9.4). Any other code ends the session at
+		// once, whatever the last-stream-id says: its sender processes
+		// nothing more and closes. We send nothing more either, no GOAWAY
+		// and no reset, and close.
+		var err error
+		if len(f.Payload) > 0 {
+			err = errors.New(string(f.Payload))
+		}
+		e.stats.CountError(code)
+		e.goawayRecv, e.peerGoAway = true, &SessionError{Code: code, Remote: true, Err: err}
+		e.emit(EvGoAway)
+		e.die(e.peerGoAway, false, false)
+		e.urgent.clear()
+		e.peerUrg, e.pingAcks = 0, 0
+		return
+	}
+	if e.goawayRecv && f.StreamID >= e.peerLastID {
 		// A repeated GOAWAY that lowers nothing changes nothing.
 		e.countUseless(now)
 		return
 	}
 	if !e.goawayRecv {
 		e.emit(EvGoAway)
-	}
-	last := f.StreamID
-	if e.goawayRecv && last > e.peerLastID {
-		last = e.peerLastID // a later GOAWAY may only lower last
-	}
-	e.goawayRecv, e.peerLastID = true, last
-	code := f.Code()
-	// Every GOAWAY starts a drain: streams up to last go on. A peer that
-	// failed follows its GOAWAY with the WebSocket close at once, and the
-	// session then ends with the GOAWAY's code. (Set before the streams
-	// beyond last end below: the last of them ends the drain, and the
-	// session with this error.)
-	if e.peerGoAway == nil || code != frame.NoError {
-		var err error
+		e.peerGoAway = &SessionError{Code: code, Remote: true}
 		if len(f.Payload) > 0 {
-			err = errors.New(string(f.Payload))
+			e.peerGoAway.Err = errors.New(string(f.Payload))
 		}
-		if code != frame.NoError {
-			e.stats.CountError(code)
-		}
-		e.peerGoAway = &SessionError{Code: code, Remote: true, Err: err}
 	}
+	// The first GOAWAY, or one that lowers the last-stream-id.
+	e.goawayRecv, e.peerLastID = true, f.StreamID
+	// A drain: our streams up to the last-stream-id go on; those above it
+	// were not processed and end here, as if refused, with no RST_STREAM
+	// (the peer refuses their SYNs itself). The last of them may end the
+	// drain.
 	for id, st := range e.streams {
-		if st.local && id > last {
+		if st.local && id > e.peerLastID {
 			e.endStream(st, &StreamError{Code: frame.RefusedStream, Remote: true, Reason: "GOAWAY"}, false)
 		}
 	}

@@ -320,3 +320,65 @@ func TestResetStreamCredit(t *testing.T) {
 	require.EqualValues(t, n, sess, "every byte back to the session window")
 	c.HandlerDone(st, nil, 2*time.Second)
 }
+
+// batchTypes lays out a batch and returns its frames' types.
+func batchTypes(t *testing.T, c *Engine, now time.Duration) []frame.Type {
+	t.Helper()
+	b := c.AppendBatch(nil, now)
+	if len(b) == 0 {
+		return nil
+	}
+	var out []frame.Type
+	for _, f := range frames(t, b) {
+		out = append(out, f.Type)
+	}
+	return out
+}
+
+// TestGoAwayRules: only a GOAWAY with NO_ERROR drains (spec 9.4): with any
+// other code the session ends at once, streams below the last-stream-id
+// included, and we send nothing more; streams above a drain's
+// last-stream-id end here with REFUSED_STREAM and no RST_STREAM; the end of
+// a drain sends no GOAWAY of its own. An error GOAWAY used to start a drain
+// like NO_ERROR's, so a peer that did not close at once left our streams
+// running.
+func TestGoAwayRules(t *testing.T) {
+	goaway := func(last uint32, code frame.ErrorCode) []byte {
+		return appendOK(frame.AppendGoAway(nil, last, code, "bye"))
+	}
+	for _, code := range []frame.ErrorCode{frame.InternalError, frame.IdleTimeout, frame.EnhanceYourCalm, 0x1000} {
+		t.Run("ends at once: "+code.String(), func(t *testing.T) {
+			c := serverEngine(t, testConfig())
+			st := c.Open(nil, 0) // stream 2, at the last-stream-id
+			c.AppendBatch(nil, 0)
+			err := c.Feed(goaway(2, code), time.Second)
+			require.Error(t, err)
+			require.NotNil(t, c.err)
+			require.Equal(t, code, c.err.Code)
+			require.True(t, c.err.Remote)
+			require.ErrorIs(t, c.WriteErr(st), ErrSessionClosed, "the stream ended with the session")
+			_, wait, rerr := c.Read(st, make([]byte, 8), time.Second)
+			require.False(t, wait)
+			require.ErrorIs(t, rerr, ErrSessionClosed)
+			require.Empty(t, batchTypes(t, c, time.Second), "nothing is sent after the peer's error GOAWAY")
+		})
+	}
+	t.Run("drain: above the last-stream-id ends here", func(t *testing.T) {
+		c := serverEngine(t, testConfig())
+		a, b := c.Open(nil, 0), c.Open(nil, 0) // streams 2 and 4
+		c.AppendBatch(nil, 0)
+		require.NoError(t, c.Feed(goaway(2, frame.NoError), time.Second))
+		require.Nil(t, c.err, "a drain")
+		require.Nil(t, a.ResetErr(), "stream 2 goes on")
+		require.NotNil(t, b.ResetErr())
+		require.Equal(t, frame.RefusedStream, b.ResetErr().Code)
+		require.NotContains(t, batchTypes(t, c, time.Second), frame.TypeRSTStream, "no RST_STREAM for a stream the peer did not process")
+		// Stream 2 ends both ways: the drain ends, with no GOAWAY of ours.
+		require.NoError(t, c.Feed(appendOK(frame.AppendData(nil, 2, true, nil)), time.Second))
+		c.CloseWrite(a)
+		require.NotContains(t, batchTypes(t, c, 2*time.Second), frame.TypeGoAway)
+		require.NotNil(t, c.err, "drained")
+		require.Equal(t, frame.NoError, c.err.Code)
+		require.Empty(t, batchTypes(t, c, 2*time.Second))
+	})
+}

@@ -290,10 +290,16 @@ func (s *session) doExpectEnd(ee *EndExp) error {
 				return failf("peer breaks §%s: %s", v.section, v.msg)
 			}
 			if !errors.Is(err, errEnded) {
+				if ee.NoGoaway {
+					return failf("timed out waiting for the peer to close the session")
+				}
 				return failf("timed out waiting for the peer to end the session (want GOAWAY %s)", orAny(ee.Goaway))
 			}
 			break
 		}
+	}
+	if ee.NoGoaway && s.goaway != nil {
+		return failf("the peer sent GOAWAY %s %q; it must end this session with the close alone", s.goaway.Code(), s.goaway.Payload)
 	}
 	if ee.Goaway != "" {
 		want, ok := codeNames[ee.Goaway]
