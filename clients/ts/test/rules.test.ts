@@ -115,3 +115,13 @@ test("a drain ends with a close 1000 and no GOAWAY of ours; streams above the la
   assert.ok(!p.all.some((fr) => fr.type === FrameType.RST_STREAM || fr.type === FrameType.GOAWAY), "no RST_STREAM, no GOAWAY");
   assert.equal(p.ws.closedWith, 1000);
 });
+
+test("a PING that comes with the peer's SETTINGS is answered after our SETTINGS, which come first", async () => {
+  for (const isClient of [true, false]) {
+    const p = rawPeer(isClient);
+    p.send(settings(), ping(42));
+    await p.until((fr) => fr.type === FrameType.PING && fr.arg === 42 && fr.flags === Flag.ACK);
+    assert.equal(p.all[0].type, FrameType.SETTINGS);
+    assert.equal(p.all.filter((fr) => fr.type === FrameType.SETTINGS).length, 1);
+  }
+});

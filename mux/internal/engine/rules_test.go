@@ -382,3 +382,22 @@ func TestGoAwayRules(t *testing.T) {
 		require.Empty(t, batchTypes(t, c, 2*time.Second))
 	})
 }
+
+// TestPingBeforeOurSettings: the peer's SETTINGS and a PING may arrive
+// before we sent our SETTINGS (spec 6.1); the PING is answered after them,
+// never before: the first frame we send is SETTINGS.
+func TestPingBeforeOurSettings(t *testing.T) {
+	for _, client := range []bool{false, true} {
+		c := New(testConfig(), client, nil, 0)
+		var s frame.Settings
+		require.NoError(t, c.Feed(frame.AppendPing(frame.AppendSettings(nil, &s), false, 42), 0))
+		out := frames(t, c.AppendBatch(c.AppendPreface(nil, 0), 0)) // as the drivers lay out their first batch
+		require.Equal(t, frame.TypeSettings, out[0].Type)
+		acked := false
+		for _, f := range out[1:] {
+			require.NotEqual(t, frame.TypeSettings, f.Type)
+			acked = acked || f.Type == frame.TypePing && f.Flags.Has(frame.FlagACK) && f.Arg == 42
+		}
+		require.True(t, acked, "the PING is answered in the first batch, after SETTINGS")
+	}
+}
