@@ -29,7 +29,9 @@ var (
 )
 
 // StreamError ends one stream: a RST_STREAM (or a refused open, or a
-// STOP_SENDING) with Code. Remote tells whether the peer sent it.
+// STOP_SENDING) with Code. Remote tells whether the peer sent it; Stop,
+// that it is the peer's STOP_SENDING, which ends only our sending (Write
+// fails with it) while the peer's direction goes on.
 type StreamError = engine.StreamError
 
 // SessionError ends a whole session. Code is the GOAWAY code sent (Remote

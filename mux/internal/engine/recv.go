@@ -418,7 +418,7 @@ func (e *Engine) onStopSending(f *frame.Frame, now time.Duration) {
 	}
 	// Our send side ends: drop what is queued and send a bare FIN so the
 	// peer's receive side ends cleanly; the other direction goes on.
-	st.writeErr = &StreamError{Code: f.Code(), Remote: true}
+	st.writeErr = &StreamError{Code: f.Code(), Remote: true, Stop: true}
 	e.txQueued -= st.txq.Len()
 	st.txq.reset()
 	st.finQueued = true

@@ -191,6 +191,13 @@ func (s *session) doSendData(sd *SendData) error {
 		if avail <= 0 {
 			// Out of credit: the peer must return some as its application
 			// reads (an echo reads everything).
+			if !sd.SessionOnly {
+				for _, f := range s.queue {
+					if f.Type == frame.TypeRSTStream && f.StreamID == id {
+						return failf("the peer reset stream %d (%s %q) while the runner was sending on it", id, f.Code(), f.Payload)
+					}
+				}
+			}
 			if err := s.next(); err != nil {
 				return s.explain(fmt.Sprintf("WINDOW_UPDATE for stream %d or the session (§8.4)", id), err)
 			}
