@@ -25,8 +25,12 @@ import (
 const token = "conformance-token"
 
 // echo serves a stream: every byte back, then a half-close after EOF.
+// Once the runner stops reading (STOP_SENDING: the writes fail) it keeps
+// reading, discarding, until the runner's FIN, as --echo promises.
 func echo(st *mux.Stream) {
-	_, _ = io.Copy(st, st)
+	if _, err := io.Copy(st, st); err != nil {
+		_, _ = io.Copy(io.Discard, st)
+	}
 	_ = st.CloseWrite()
 }
 

@@ -143,11 +143,13 @@ type DataExp struct {
 // EndExp expects the session to end: GOAWAY with Goaway (when set) and a
 // WebSocket close with one of Close (when set). Unless NoBarrier, the
 // runner first sends a PING: an answer to it means the peer accepted what
-// it had to reject.
+// it had to reject. NoGoaway: the peer must end it without a GOAWAY of its
+// own (the end of a drain, the answer to an error GOAWAY).
 type EndExp struct {
 	Goaway    string `json:"goaway,omitempty"`
 	Close     []int  `json:"close,omitempty"`
 	NoBarrier bool   `json:"no_barrier,omitempty"`
+	NoGoaway  bool   `json:"no_goaway,omitempty"`
 }
 
 // Alive sends a PING and expects its ACK: the session survived what came

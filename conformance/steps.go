@@ -191,6 +191,13 @@ func (s *session) doSendData(sd *SendData) error {
 		if avail <= 0 {
 			// Out of credit: the peer must return some as its application
 			// reads (an echo reads everything).
+			if !sd.SessionOnly {
+				for _, f := range s.queue {
+					if f.Type == frame.TypeRSTStream && f.StreamID == id {
+						return failf("the peer reset stream %d (%s %q) while the runner was sending on it", id, f.Code(), f.Payload)
+					}
+				}
+			}
 			if err := s.next(); err != nil {
 				return s.explain(fmt.Sprintf("WINDOW_UPDATE for stream %d or the session (§8.4)", id), err)
 			}
@@ -290,10 +297,16 @@ func (s *session) doExpectEnd(ee *EndExp) error {
 				return failf("peer breaks §%s: %s", v.section, v.msg)
 			}
 			if !errors.Is(err, errEnded) {
+				if ee.NoGoaway {
+					return failf("timed out waiting for the peer to close the session")
+				}
 				return failf("timed out waiting for the peer to end the session (want GOAWAY %s)", orAny(ee.Goaway))
 			}
 			break
 		}
+	}
+	if ee.NoGoaway && s.goaway != nil {
+		return failf("the peer sent GOAWAY %s %q; it must end this session with the close alone", s.goaway.Code(), s.goaway.Payload)
 	}
 	if ee.Goaway != "" {
 		want, ok := codeNames[ee.Goaway]

@@ -48,10 +48,12 @@ means /tunnel, so the URL of a 'wsmux tunnel serve' works as it is).
 --listen ADDR runs as a server: the client under test must connect to ADDR
 (any path) and connect again each time a session ends, once per check.
 
-Checks of normal stream behaviour (data, half-close, credit, drain) need an
-application that echoes every stream the runner opens and half-closes after the
-runner's FIN: say so with --echo, and give the header the streams need with
---header (for 'wsmux tunnel serve', 'Target: HOST:PORT' of an allowed echo service).
+Checks of normal stream behaviour (data, half-close, credit, STOP_SENDING,
+drain) need an application that echoes every stream the runner opens,
+half-closes after the runner's FIN and, once the runner stopped reading a
+stream (STOP_SENDING), keeps reading it until that FIN: say so with --echo, and
+give the header the streams need with --header (for 'wsmux tunnel serve',
+'Target: HOST:PORT' of an allowed echo service, docs/spec/wsmux-tunnel-v1.md).
 Checks that wait for a peer's timers (up to a minute each) run with --slow.
 
 Then the checks of the resumption extension (docs/spec/wsmux-resume-v1.md,

@@ -215,9 +215,15 @@ func (s *Server) handleStream(st *mux.Stream, who string) error {
 	if st.Session().NumStreams() >= s.cfg.Mux.MaxStreams {
 		s.lim.StreamLimitReached() // further opens wait for a slot
 	}
-	raw := st.Headers().Get(TargetHeader)
+	vals := st.Headers().Values(TargetHeader)
+	raw := strings.Join(vals, ", ")
 	remote := st.RemoteAddr().String()
 	target, err := CanonicalTarget(raw)
+	if err == nil && len(vals) != 1 {
+		// One target per stream: a second one (a proxy that adds its own,
+		// say) would make the stream mean two things.
+		err = errors.New("more than one " + TargetHeader + " header")
+	}
 	if err != nil {
 		s.m.TunnelRefused.WithLabelValues("bad_request").Inc()
 		s.log.Warn("tunnel: refused stream with a bad target", "remote", remote, "stream", st.ID(), "target", raw, "error", err)

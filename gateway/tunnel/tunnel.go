@@ -11,6 +11,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,29 +53,48 @@ func CodeName(c frame.ErrorCode) string {
 	return c.String()
 }
 
-// CanonicalTarget validates a host:port and returns it with the host in
-// lower case (IPv6 literals keep their brackets).
+// CanonicalTarget validates a HOST:PORT (docs/spec/wsmux-tunnel-v1.md,
+// T3) and returns its canonical form: spaces and tabs around it dropped,
+// the host in lower case (IPv6 literals keep their brackets), the port a
+// decimal number from 1 to 65535 without leading zeros. Service names are
+// not ports: what a name means would depend on the server's
+// /etc/services.
 func CanonicalTarget(s string) (string, error) {
-	host, port, err := net.SplitHostPort(strings.TrimSpace(s))
+	host, port, err := net.SplitHostPort(strings.Trim(s, " \t"))
 	if err != nil {
 		return "", err
 	}
 	if host == "" || port == "" {
 		return "", errors.New("target " + s + ": want HOST:PORT")
 	}
-	if _, err := net.LookupPort("tcp", port); err != nil {
-		return "", errors.New("target " + s + ": bad port")
+	n := 0
+	for i := 0; i < len(port); i++ {
+		c := port[i]
+		if c < '0' || c > '9' || n > 65535 {
+			n = 0
+			break
+		}
+		n = n*10 + int(c-'0')
 	}
-	return net.JoinHostPort(strings.ToLower(host), port), nil
+	if n < 1 || n > 65535 {
+		return "", errors.New("target " + s + ": the port must be a number from 1 to 65535")
+	}
+	return net.JoinHostPort(strings.ToLower(host), strconv.Itoa(n)), nil
 }
 
 // splice copies between a stream and a TCP connection until both
 // directions ended. An EOF on either side half-closes the other (FIN or
 // CloseWrite); an error resets the stream and aborts the TCP connection.
-// It returns the bytes copied each way.
+// The peer's STOP_SENDING (mux answers it with FIN) ends only our sending:
+// what the TCP side still sends is read and discarded, and the peer's
+// direction goes on to its end, after which nothing is left for the
+// connection to carry and it is closed. It returns the bytes copied each
+// way.
 func splice(st *mux.Stream, c net.Conn, waitAccepted bool) (toConn, toStream int64) {
 	var wg sync.WaitGroup
-	var sent atomic.Bool // our direction ended with a FIN
+	var sent atomic.Bool    // our direction ended with a FIN
+	var stopped atomic.Bool // the peer sent STOP_SENDING: we discard
+	var inDone atomic.Bool  // the peer's direction ended: its FIN went on to c
 	wg.Add(1)
 	go func() { // stream -> connection
 		defer wg.Done()
@@ -92,6 +112,10 @@ func splice(st *mux.Stream, c net.Conn, waitAccepted bool) (toConn, toStream int
 				return
 			}
 			closeWrite(c)
+			inDone.Store(true)
+			if stopped.Load() {
+				_ = c.Close() // the discarding read below ends
+			}
 			return
 		}
 		// A reset stream or a dead session: abort the TCP side. A failed
@@ -109,10 +133,21 @@ func splice(st *mux.Stream, c net.Conn, waitAccepted bool) (toConn, toStream int
 	}
 	n, err := io.Copy(st, c)
 	toStream = n
-	if err == nil {
+	var se *mux.StreamError
+	switch {
+	case err == nil:
 		sent.Store(true)
 		_ = st.CloseWrite()
-	} else {
+	case errors.As(err, &se) && se.Stop:
+		// STOP_SENDING (spec 7.7): not a reset. The stream's FIN went out;
+		// the TCP side may still talk until it ends or the peer's
+		// direction does.
+		sent.Store(true)
+		stopped.Store(true)
+		if !inDone.Load() {
+			_, _ = io.Copy(io.Discard, c)
+		}
+	default:
 		_ = st.Reset(CodeConnReset)
 		abort(c)
 	}
