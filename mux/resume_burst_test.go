@@ -57,7 +57,7 @@ func connectAndDrop(url string, h http.Header, k dropKind, settings, plain []byt
 	return err
 }
 
-// ConnectAndDropBurst runs n connect-and-drop cycles against url, workers
+// connectAndDropBurst runs n connect-and-drop cycles against url, workers
 // at a time, the kinds of drop in turn; it reports the first error.
 func connectAndDropBurst(t testing.TB, url string, h http.Header, n, workers int) error {
 	settings, plain := settingsMessage(t, true), settingsMessage(t, false)
