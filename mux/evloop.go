@@ -187,12 +187,15 @@ func (s *Session) startEventLoop(conn net.Conn, br *bufio.Reader, client bool) e
 	c.pre = handshakeBytes(br)
 	c.timer.Init(loop.wheel, c.onTimer)
 	s.ev = c
+	if s.res != nil {
+		// Closed when the worker leaves conn. Set before the
+		// registration: a worker may run the session at once (a
+		// connection that fails right after the 101 ends it there).
+		s.readerDone = make(chan struct{})
+	}
 	if err := loop.poller.Add(&c.reg, conn, c); err != nil {
 		s.ev = nil // NewSession falls back to a goroutine driver; nothing ran
 		return err
-	}
-	if s.res != nil {
-		s.readerDone = make(chan struct{}) // closed when the worker leaves conn
 	}
 	c.signal(evRead | evWake)
 	return nil
