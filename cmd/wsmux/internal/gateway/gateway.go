@@ -245,6 +245,10 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &ae) {
 			reason = ae.Reason
 		}
+		if reason == auth.ReasonAmbiguous {
+			g.badRequest(w, r, reason, ae.Detail)
+			return
+		}
 		g.m.AuthFailures.WithLabelValues(reason).Inc()
 		g.log.Warn("gateway: rejected unauthenticated request", "remote", r.RemoteAddr, "path", r.URL.Path, "reason", reason, "error", err)
 		auth.Reject(w, err)

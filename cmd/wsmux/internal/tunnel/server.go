@@ -148,6 +148,12 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &ae) {
 			reason = ae.Reason
 		}
+		if reason == auth.ReasonAmbiguous {
+			s.m.BadRequests.WithLabelValues(reason).Inc()
+			s.log.Warn("tunnel: bad request: "+ae.Detail, "remote", r.RemoteAddr)
+			auth.Reject(w, err) // 400
+			return
+		}
 		s.m.AuthFailures.WithLabelValues(reason).Inc()
 		s.log.Warn("tunnel: rejected unauthenticated request", "remote", r.RemoteAddr, "reason", reason, "error", err)
 		auth.Reject(w, err)
