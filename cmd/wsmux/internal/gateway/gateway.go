@@ -11,15 +11,19 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -197,7 +201,7 @@ func ParsePath(p string) (Target, bool) {
 
 func (g *Gateway) badRequest(w http.ResponseWriter, r *http.Request, reason, msg string, kv ...any) {
 	g.m.BadRequests.WithLabelValues(reason).Inc()
-	g.log.Warn("gateway: bad request: "+msg, append([]any{"remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path}, kv...)...)
+	g.logFor(r).Warn("gateway: bad request: "+msg, append([]any{"remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path}, kv...)...)
 	writeStatus(w, http.StatusBadRequest, "BadRequest", "wsmux gateway: "+msg) // kubectl prints a Status's message
 }
 
@@ -217,6 +221,15 @@ type userKey struct{}
 func callerOf(r *http.Request) auth.User {
 	u, _ := r.Context().Value(userKey{}).(auth.User)
 	return u
+}
+
+// logFor returns the logger of r's lines: once r is authenticated, with
+// its caller and user, so that every refusal of a caller names it.
+func (g *Gateway) logFor(r *http.Request) *slog.Logger {
+	if u, ok := r.Context().Value(userKey{}).(auth.User); ok {
+		return g.log.With("caller", u.ID, "user", u.Name)
+	}
+	return g.log
 }
 
 // forbidden answers 403 with a metav1.Status body (what kubectl and
@@ -303,6 +316,15 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		g.badRequest(w, r, "no_protocol", "missing "+k8shttpstream.HeaderProtocolVersion+" header")
 		return
 	}
+	if proto != "spdy" {
+		// Checked before anything is opened upstream (the bridge dials
+		// first); Kubernetes' WebSocket servers would also refuse it on
+		// the hijacked connection, where the gateway cannot see it.
+		if why := badHandshake(r); why != "" {
+			g.badRequest(w, r, "bad_upgrade", "invalid WebSocket handshake: "+why)
+			return
+		}
+	}
 	log := g.log.With("remote", r.RemoteAddr, "caller", who, "user", user.Name, "namespace", t.Namespace, "pod", t.Pod,
 		"subresource", t.Subresource, "protocol", proto)
 	release, err := g.lim.AcquireSession(who)
@@ -325,6 +347,7 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var done func()
 	var rec spliceRecord
+	sw := &statusWriter{ResponseWriter: w} // Kubernetes' handlers refuse without a log line
 	switch {
 	case up != nil:
 		done = g.bridge(w, r, up, proto, t.Subresource, &rec)
@@ -334,9 +357,9 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		// upgrade request.
 		proxy.NewTunnelingHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			done = g.bridge(w, r, hijackingSPDYUpgrader{}, proto, t.Subresource, &rec)
-		})).ServeHTTP(w, r)
+		})).ServeHTTP(sw, r)
 	default:
-		g.translate(w, r, t, &rec)
+		g.translate(sw, r, t, &rec)
 		rec.wg.Wait() // the in-process bridge has finished
 		rec.mu.Lock()
 		done = rec.done
@@ -344,6 +367,10 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		if done == nil {
 			done = func() {}
 		}
+	}
+	if up == nil && !sw.hijacked && sw.status >= 400 {
+		g.m.BadRequests.WithLabelValues("bad_upgrade").Inc()
+		log.Warn("gateway: WebSocket upgrade failed", "status", sw.status)
 	}
 	if done != nil {
 		// The audit line: who, what, how much, how it ended.
@@ -360,6 +387,52 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		done() // after the last log line: a drain waits for this
 	}
 }
+
+// badHandshake says what is wrong with a WebSocket upgrade request's
+// handshake (RFC 6455 4.2.1), or "".
+func badHandshake(r *http.Request) string {
+	if r.Method != http.MethodGet {
+		return "method " + r.Method + ", want GET"
+	}
+	if v := r.Header.Get("Sec-Websocket-Version"); v != "13" {
+		return "Sec-WebSocket-Version " + strconv.Quote(v) + ", want 13"
+	}
+	if k, err := base64.StdEncoding.DecodeString(r.Header.Get("Sec-Websocket-Key")); err != nil || len(k) != 16 {
+		return "Sec-WebSocket-Key is not the base64 of 16 bytes"
+	}
+	return ""
+}
+
+// statusWriter records whether a handler that upgrades the connection
+// itself (Kubernetes' translator and tunnelling handlers) hijacked it, or
+// the status it answered instead.
+type statusWriter struct {
+	http.ResponseWriter
+	status   int
+	hijacked bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.hijacked = true
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // spliceRecord holds the Splicer of a session's bridge (set from another
 // goroutine for translated sessions).
@@ -446,7 +519,7 @@ func (u *trackingUpgrader) UpgradeResponse(w http.ResponseWriter, r *http.Reques
 	defer ready.Done()
 	if c == nil {
 		u.g.m.BadRequests.WithLabelValues("bad_upgrade").Inc()
-		u.g.log.Warn("gateway: downstream upgrade failed", "remote", r.RemoteAddr, "protocol", u.proto)
+		u.g.logFor(r).Warn("gateway: downstream upgrade failed", "remote", r.RemoteAddr, "protocol", u.proto)
 		return nil
 	}
 	if wc, ok := c.(wsmuxhttpstream.Connection); ok {
@@ -532,7 +605,7 @@ func (g *Gateway) dialUpstream(r *http.Request, protocols []string) (k8shttpstre
 	}
 	resp, err := authRT.RoundTrip(req)
 	if err != nil {
-		g.log.Error("gateway: upstream unreachable", "url", req.URL.Redacted(), "error", err)
+		g.logFor(r).Error("gateway: upstream unreachable", "url", req.URL.Redacted(), "error", err)
 		return nil, "", err
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
@@ -542,7 +615,7 @@ func (g *Gateway) dialUpstream(r *http.Request, protocols []string) (k8shttpstre
 		if msg == "" {
 			msg = resp.Status
 		}
-		g.log.Warn("gateway: upstream refused the upgrade", "url", req.URL.Redacted(), "status", resp.StatusCode, "body", msg)
+		g.logFor(r).Warn("gateway: upstream refused the upgrade", "remote", r.RemoteAddr, "url", req.URL.Redacted(), "status", resp.StatusCode, "body", msg)
 		status := resp.StatusCode
 		if status == http.StatusUnauthorized {
 			// The cluster rejected the gateway's credentials, not the

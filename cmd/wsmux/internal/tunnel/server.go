@@ -181,7 +181,7 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		release()
 		s.m.BadRequests.WithLabelValues("bad_upgrade").Inc()
-		s.log.Warn("tunnel: upgrade failed", "remote", r.RemoteAddr, "error", err)
+		s.log.Warn("tunnel: upgrade failed", "remote", r.RemoteAddr, "caller", who, "error", err)
 		return
 	}
 	s.m.Upgrades.WithLabelValues("wsmux", "tunnel").Inc()
@@ -226,12 +226,12 @@ func (s *Server) handleStream(st *mux.Stream, who string) error {
 	target, err := CanonicalTarget(raw)
 	if err != nil {
 		s.m.TunnelRefused.WithLabelValues("bad_request").Inc()
-		s.log.Warn("tunnel: refused stream with a bad target", "remote", remote, "stream", st.ID(), "target", raw, "error", err)
+		s.log.Warn("tunnel: refused stream with a bad target", "remote", remote, "caller", who, "stream", st.ID(), "target", raw, "error", err)
 		return &mux.StreamError{Code: CodeBadRequest, Reason: "bad target header"}
 	}
 	if !s.allow[target] {
 		s.m.TunnelRefused.WithLabelValues("not_allowed").Inc()
-		s.log.Warn("tunnel: refused target not on the allow list", "remote", remote, "stream", st.ID(), "target", target)
+		s.log.Warn("tunnel: refused target not on the allow list", "remote", remote, "caller", who, "stream", st.ID(), "target", target)
 		return &mux.StreamError{Code: CodeNotAllowed, Reason: "target not allowed: " + clip(target, 100)}
 	}
 	if err := s.lim.AllowDial(who); err != nil {
@@ -244,7 +244,7 @@ func (s *Server) handleStream(st *mux.Stream, who string) error {
 	c, err := s.cfg.Dial(ctx, "tcp", target)
 	if err != nil {
 		s.m.TunnelRefused.WithLabelValues("dial_failed").Inc()
-		s.log.Warn("tunnel: target dial failed", "remote", remote, "stream", st.ID(), "target", target, "error", err)
+		s.log.Warn("tunnel: target dial failed", "remote", remote, "caller", who, "stream", st.ID(), "target", target, "error", err)
 		return &mux.StreamError{Code: CodeDialFailed, Reason: clip("dial "+target+": "+errText(err), 128)}
 	}
 	s.log.Debug("tunnel: stream open", "remote", remote, "stream", st.ID(), "target", target)
