@@ -62,7 +62,14 @@ client certificate signed by that CA (a presented certificate that does not
 verify is rejected even with a valid token). Unauthenticated requests get 401,
 malformed paths and non-upgrade requests 400, each with a plain-text body
 saying why, a log line and a wsmux_auth_failures_total/wsmux_bad_requests_total
-count; nothing is forwarded for them.
+count; nothing is forwarded for them. A request that carries its credential
+twice (two Authorization headers, say) gets 400.
+
+Browsers: a request with an Origin header (every WebSocket upgrade a web page
+makes) must come from the gateway's own origin (the scheme and Host it came
+to) or one of --allowed-origins, else it gets 403 whatever its credentials,
+so another site's page cannot use a browser's client certificate or cookies.
+kubectl, client-go and wsmux send no Origin.
 
 Also serves /healthz and /metrics (Prometheus) without authentication, and
 at /ui/ a web terminal (exec with a TTY over wsmux from the browser; the
@@ -154,7 +161,7 @@ finish for --shutdown-timeout, then close what is left.`,
 				go rl.Watch(stop, reloadEvery)
 			}
 			g, err := gateway.New(gateway.Config{
-				Auth: authn, Impersonate: impersonate, Policy: policy, Cluster: cluster, Upstream: upstream, Limits: lf.limits(),
+				Auth: authn, Origins: sf.origins, Impersonate: impersonate, Policy: policy, Cluster: cluster, Upstream: upstream, Limits: lf.limits(),
 				DrainTimeout: drainBound(sf.shutdownTimeout), ResumeTimeout: resf.timeout, AffinityCookie: affinity, Logger: a.log, Metrics: m,
 			})
 			if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/origin"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/tunnel"
 	"github.com/wsmux/wsmux/mux"
 )
@@ -39,8 +40,11 @@ type serverFlags struct {
 	tokenFile       string
 	shutdownTimeout time.Duration
 	pprof           bool
+	allowedOrigins  []string
 	// cert is the --tls-cert/--tls-key pair, loaded by validate.
 	cert *tls.Certificate
+	// origins is --allowed-origins, parsed by validate.
+	origins *origin.Policy
 }
 
 func (f *serverFlags) register(c *cobra.Command, defListen string) {
@@ -51,6 +55,7 @@ func (f *serverFlags) register(c *cobra.Command, defListen string) {
 	fl.StringVar(&f.tokenFile, "token-file", "", "file of accepted bearer tokens, one per line (# comments allowed)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT: how long sessions may drain after GOAWAY before they are closed (a second signal closes them at once)")
 	fl.BoolVar(&f.pprof, "pprof", false, "also serve Go's /debug/pprof/ profiles next to /metrics (no authentication: expose with care)")
+	fl.StringSliceVar(&f.allowedOrigins, "allowed-origins", nil, "origins (SCHEME://HOST[:PORT], comma-separated or repeated) of web pages that may use this server from a browser besides its own; requests with another Origin header get 403 (clients that are not browsers send none)")
 }
 
 // serve listens on --listen and serves h until SIGTERM or SIGINT, then
@@ -65,7 +70,8 @@ func (f *serverFlags) serve(a *app, h http.Handler, requestClientCert bool, tr *
 	if f.pprof {
 		h = ops.WithPprof(h)
 	}
-	a.log.Info(what+": serving", append([]any{"listen", ln.Addr().String(), "tls", f.cert != nil, "pprof", f.pprof}, kv...)...)
+	a.log.Info(what+": serving", append([]any{"listen", ln.Addr().String(), "tls", f.cert != nil, "pprof", f.pprof,
+		"allowed_origins", f.origins.Allowed()}, kv...)...)
 	return ops.Serve(ctx, ln, h, ops.ServerOptions{
 		Certificate: f.cert, RequestClientCert: requestClientCert,
 		ShutdownTimeout: f.shutdownTimeout, Abort: a.aborted(), Logger: a.log,
@@ -81,6 +87,11 @@ func (f *serverFlags) validate() error {
 	if f.shutdownTimeout <= 0 {
 		return usageErrorf("--shutdown-timeout %s: want a positive duration, for example 30s", f.shutdownTimeout)
 	}
+	origins, err := origin.Parse(f.allowedOrigins)
+	if err != nil {
+		return usageErrorf("--allowed-origins: %v", err)
+	}
+	f.origins = origins
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usageErrorf("--tls-cert and --tls-key go together: pass both (the certificate and its private key) or neither")
 	}
@@ -194,6 +205,7 @@ for --shutdown-timeout, then close what is left.`,
 			srv, err := tunnel.NewServer(tunnel.ServerConfig{
 				Allow:          allow,
 				Auth:           auth.New(tokens, nil),
+				Origins:        sf.origins,
 				DialTimeout:    dialTimeout,
 				Mux:            mc,
 				Limits:         lf.limits(),

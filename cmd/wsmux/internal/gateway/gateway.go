@@ -38,6 +38,7 @@ import (
 	wsmuxhttpstream "github.com/wsmux/wsmux/adapters/httpstream"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/origin"
 	"github.com/wsmux/wsmux/mux"
 )
 
@@ -51,6 +52,11 @@ const (
 type Config struct {
 	// Auth authenticates callers (tokens and/or client certificates).
 	Auth *auth.Authenticator
+	// Origins decides which web pages may use the gateway from a browser:
+	// a request with an Origin header that is neither the gateway's own
+	// (the scheme and Host it came to) nor allowed here is refused with
+	// 403, whatever its credentials. nil: the gateway's own origin only.
+	Origins *origin.Policy
 	// Impersonate makes every upstream request act as the caller
 	// (Impersonate-User, -Uid, -Group headers with the caller's user from
 	// the token file or client certificate), so that the cluster's RBAC
@@ -267,11 +273,21 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		auth.Reject(w, err)
 		return
 	}
+	r = r.WithContext(context.WithValue(r.Context(), userKey{}, user))
+	if oe := g.cfg.Origins.Check(r); oe != nil {
+		// A browser attaches a client certificate (or a cookie a proxy in
+		// front reads) to a page's requests on its own: cross-site
+		// WebSocket hijacking unless the page's origin is checked.
+		g.m.BadRequests.WithLabelValues("cross_origin").Inc()
+		g.logFor(r).Warn("gateway: refused: "+oe.Error(), "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+		writeStatus(w, http.StatusForbidden, "Forbidden", "wsmux gateway: "+oe.Error()+
+			": a web page of another site may not use your browser's credentials here; if that page is yours, start the gateway with --allowed-origins "+originHint(oe.Origin))
+		return
+	}
 	if g.cfg.Impersonate && user.Name == "" {
 		g.forbidden(w, r, user, "this credential has no user to act as: give the token a user in the token file (TOKEN,USER[,UID[,\"GROUPS\"]])")
 		return
 	}
-	r = r.WithContext(context.WithValue(r.Context(), userKey{}, user))
 	t, ok := ParsePath(r.URL.Path)
 	if !ok {
 		if k8shttpstream.IsUpgradeRequest(r) {
@@ -386,6 +402,15 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		log.Info("gateway: session ended", kv...)
 		done() // after the last log line: a drain waits for this
 	}
+}
+
+// originHint is what to put in --allowed-origins for a refused Origin
+// header: itself when it can be allowed, else a placeholder.
+func originHint(o string) string {
+	if _, err := origin.Parse([]string{o}); err != nil || o == "" {
+		return "SCHEME://HOST[:PORT]"
+	}
+	return o
 }
 
 // badHandshake says what is wrong with a WebSocket upgrade request's

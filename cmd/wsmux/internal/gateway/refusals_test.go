@@ -64,6 +64,8 @@ var refusalCases = []refusal{
 		line: "invalid WebSocket handshake"},
 	{name: "port-forward tunnel handshake without a key", method: "GET", path: "/api/v1/namespaces/default/pods/web-0/portforward",
 		header: upgradeHeader("SPDY/3.1+portforward.k8s.io"), status: 400, line: "invalid WebSocket handshake"},
+	{name: "a page of another site", method: "GET", path: execPath, header: upgradeHeader("v5.channel.k8s.io",
+		"Sec-Websocket-Key", "dGhlIHNhbXBsZSBub25jZQ==", "Origin", "https://evil.example"), status: 403, line: "refused: Origin https://evil.example"},
 	{name: "no user to act as", token: "anonymous-token", method: "POST", path: execPath,
 		header: upgradeHeader("spdy", "X-Stream-Protocol-Version", "v4.channel.k8s.io"), status: 403, line: "refused: this credential has no user"},
 	{name: "policy", method: "POST", path: "/api/v1/namespaces/default/pods/db-0/exec?command=cat&stdout=true",

@@ -79,7 +79,7 @@ func NewMetrics() *Metrics {
 	for _, r := range []string{"missing_credentials", "invalid_token", "invalid_client_certificate", "malformed_authorization", "token_review_failed"} {
 		m.AuthFailures.WithLabelValues(r)
 	}
-	for _, r := range []string{"bad_path", "not_upgrade", "no_protocol", "bad_upgrade", "ambiguous_credentials"} {
+	for _, r := range []string{"bad_path", "not_upgrade", "no_protocol", "bad_upgrade", "ambiguous_credentials", "cross_origin"} {
 		m.BadRequests.WithLabelValues(r)
 	}
 	for _, r := range []string{"bad_request", "not_allowed", "dial_failed", "rate_limited"} {

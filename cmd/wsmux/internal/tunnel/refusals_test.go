@@ -95,6 +95,9 @@ func TestRefusalsNameTheCaller(t *testing.T) {
 			}
 			stream(echo)(t, url)
 		}, "refused a dial over the caller's rate"},
+		{"a page of another site", ops.Limits{}, request(http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"},
+			"Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}, "Sec-Websocket-Protocol": {mux.Subprotocol}, "Origin": {"https://evil.example"}},
+			http.StatusForbidden), "refused: Origin https://evil.example"},
 		{"an unknown resume token", ops.Limits{}, request(http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"},
 			"Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}, "Sec-Websocket-Protocol": {mux.Subprotocol},
 			mux.HeaderResumeToken: {"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}}, http.StatusNotFound), "resume refused"},

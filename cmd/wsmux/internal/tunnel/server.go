@@ -13,6 +13,7 @@ import (
 
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/origin"
 	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/mux"
 )
@@ -24,6 +25,10 @@ type ServerConfig struct {
 	Allow []string
 	// Auth authenticates upgrade requests.
 	Auth *auth.Authenticator
+	// Origins decides which web pages may open sessions from a browser:
+	// an upgrade with an Origin header that is neither the server's own
+	// nor allowed here is refused with 403. nil: the server's own only.
+	Origins *origin.Policy
 	// DialTimeout bounds each target dial (default 10 s).
 	DialTimeout time.Duration
 	// Mux configures sessions (its Handler is replaced); nil means
@@ -157,6 +162,12 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
 		s.m.AuthFailures.WithLabelValues(reason).Inc()
 		s.log.Warn("tunnel: rejected unauthenticated request", "remote", r.RemoteAddr, "reason", reason, "error", err)
 		auth.Reject(w, err)
+		return
+	}
+	if oe := s.cfg.Origins.Check(r); oe != nil {
+		s.m.BadRequests.WithLabelValues("cross_origin").Inc()
+		s.log.Warn("tunnel: refused: "+oe.Error(), "remote", r.RemoteAddr, "caller", who)
+		http.Error(w, "wsmux: "+oe.Error()+": a web page of another site may not open tunnels here; if that page is yours, start the server with --allowed-origins", http.StatusForbidden)
 		return
 	}
 	if s.cfg.Mux.ResumeRegistry != nil && r.Header.Get(mux.HeaderResumeToken) != "" {
