@@ -167,12 +167,13 @@ finish for --shutdown-timeout, then close what is left.`,
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
+			cf.maxConns = sf.conns().MaxConns // each listener has its own
 			h, stopControllers, err := cf.start(a, g, g.Handler(), reloadEvery)
 			if err != nil {
 				return err
 			}
 			defer stopControllers()
-			return sf.serve(a, webui.Wrap(h), pool != nil, g.Metrics().Sessions, g.Health(), "gateway",
+			return sf.serve(a, webui.Wrap(h), pool != nil, g.Metrics(), g.Health(), "gateway",
 				"client_ca", clientCA != "", "cluster", cluster.Host, "upstream", upstream)
 		},
 	}

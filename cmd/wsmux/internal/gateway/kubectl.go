@@ -19,6 +19,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream/spdy"
 
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
+	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
 	"github.com/wsmux/wsmux/cmd/wsmux/internal/wsjoin"
 )
 
@@ -104,6 +105,7 @@ func (g *Gateway) dialInternal(user auth.User, kind string, rec *spliceRecord) n
 		}),
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
+	ops.ConnLimits{}.Apply(srv)
 	srv.SetKeepAlivesEnabled(false) // one request: a refusal closes the pipe
 	rec.wg.Add(1)
 	go func() {
