@@ -71,6 +71,10 @@ to) or one of --allowed-origins, else it gets 403 whatever its credentials,
 so another site's page cannot use a browser's client certificate or cookies.
 kubectl, client-go and wsmux send no Origin.
 
+Connections: a kept-alive connection idle for --idle-timeout is closed, and
+connections beyond --max-connections (on --listen, and handed-off ones on
+--handoff-socket) are closed at once and counted.
+
 Also serves /healthz and /metrics (Prometheus) without authentication, and
 at /ui/ a web terminal (exec with a TTY over wsmux from the browser; the
 token is asked for in the page). On

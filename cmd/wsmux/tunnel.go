@@ -193,7 +193,12 @@ refused with a stream reset carrying code TARGET_NOT_ALLOWED (0x1001) and logged
 unreachable ones with TARGET_DIAL_FAILED (0x1002).
 
 Callers must send "Authorization: Bearer TOKEN" with a token from --token-file
-(compared in constant time); others get 401 and nothing is forwarded.
+(compared in constant time); others get 401 and nothing is forwarded, and a
+request with two Authorization headers gets 400. An upgrade from a web page
+(its Origin header) of another origin than the server's gets 403 unless
+--allowed-origins lists it. A kept-alive HTTP connection idle for --idle-timeout
+is closed (sessions are not), and connections beyond --max-connections are
+closed at once.
 
 Also serves /healthz (200, or 503 while shutting down) and /metrics (Prometheus).
 On SIGTERM or SIGINT: stop accepting, GOAWAY every session, let streams finish
