@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -60,9 +61,9 @@ func endedByServer(t *testing.T, c net.Conn, r io.Reader, limit time.Duration) {
 	}
 }
 
-// TestServerConnectionFlags: --idle-timeout closes a kept-alive
-// connection left idle, and --max-connections closes the connection over
-// it at once (counted), on the gateway and the tunnel server alike.
+// TestServerConnectionFlags: --max-connections closes the connection
+// over it at once (counted), and --idle-timeout closes kept-alive
+// connections left idle, on the gateway and the tunnel server alike.
 func TestServerConnectionFlags(t *testing.T) {
 	cl := clustertest.Start(t)
 	kubeconfig := writeFile(t, "kubeconfig", cl.Kubeconfig())
@@ -74,14 +75,18 @@ func TestServerConnectionFlags(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			addr := freeAddr(t)
-			stop := background(t, append(append(args, "--listen", addr), limits...)...)
-			defer stop()
-			waitHTTP(t, "http://"+addr+"/healthz")
-			idle, br, _ := keptAlive(t, addr, "/healthz")
-			endedByServer(t, idle, br, 5*time.Second)
-
-			keptAlive(t, addr, "/healthz")
-			c, br, _ := keptAlive(t, addr, "/healthz")
+			ctx, stop := context.WithCancel(context.Background())
+			out, done := launch(ctx, append(append(args, "--listen", addr), limits...)...)
+			defer func() {
+				stop()
+				if code := <-done; code != 0 {
+					t.Errorf("exit %d; output:\n%s", code, out.String())
+				}
+			}()
+			// No connection before these two: the count is theirs.
+			waitOrFail(t, out.seen("serving"), "serving", out)
+			a, abr, _ := keptAlive(t, addr, "/healthz")
+			b, bbr, _ := keptAlive(t, addr, "/healthz")
 			over, err := net.Dial("tcp", addr)
 			if err == nil {
 				endedByServer(t, over, over, 5*time.Second)
@@ -89,11 +94,16 @@ func TestServerConnectionFlags(t *testing.T) {
 			} else if !errors.Is(err, syscall.ECONNRESET) {
 				t.Fatal(err)
 			}
-			m := ask(t, c, br, "/metrics")
+			m := ask(t, a, abr, "/metrics")
 			for _, want := range []string{`wsmux_connections_refused_total{listener="http"} 1`, `wsmux_connections_open{listener="http"} 2`} {
 				if !strings.Contains(m, want) {
 					t.Errorf("/metrics lacks %s", want)
 				}
+			}
+			endedByServer(t, a, abr, 5*time.Second)
+			endedByServer(t, b, bbr, 5*time.Second)
+			if !strings.Contains(out.String(), "at the connection limit") {
+				t.Errorf("the refusal is not logged:\n%s", out.String())
 			}
 		})
 	}
