@@ -90,7 +90,7 @@ func (g *Gateway) translateV4(w http.ResponseWriter, r *http.Request, t Target, 
 	_, streams, err := conn.Open(w, r) // answers the client itself on failure
 	if err != nil {
 		g.m.BadRequests.WithLabelValues("bad_upgrade").Inc()
-		g.log.Warn("gateway: v4 WebSocket upgrade failed", "remote", r.RemoteAddr, "error", err)
+		g.logFor(r).Warn("gateway: v4 WebSocket upgrade failed", "remote", r.RemoteAddr, "error", err)
 		return
 	}
 	defer conn.Close()

@@ -34,6 +34,7 @@ import (
 	wsmuxhttpstream "github.com/wsmux/wsmux/adapters/httpstream"
 	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/ops"
+	"github.com/wsmux/wsmux/gateway/origin"
 	"github.com/wsmux/wsmux/mux"
 )
 
@@ -47,6 +48,11 @@ const (
 type Config struct {
 	// Auth authenticates callers (tokens and/or client certificates).
 	Auth *auth.Authenticator
+	// Origins decides which web pages may use the gateway from a browser:
+	// a request with an Origin header that is neither the gateway's own
+	// (the scheme and Host it came to) nor allowed here is refused with
+	// 403, whatever its credentials. nil: the gateway's own origin only.
+	Origins *origin.Policy
 	// Impersonate makes every upstream request act as the caller
 	// (Impersonate-User, -Uid, -Group headers with the caller's user from
 	// the token file or client certificate), so that the cluster's RBAC
@@ -195,12 +201,6 @@ func ParsePath(p string) (Target, bool) {
 	return Target{Namespace: m[1], Pod: m[3], Subresource: m[5]}, true
 }
 
-func (g *Gateway) badRequest(w http.ResponseWriter, r *http.Request, reason, msg string, kv ...any) {
-	g.m.BadRequests.WithLabelValues(reason).Inc()
-	g.log.Warn("gateway: bad request: "+msg, append([]any{"remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path}, kv...)...)
-	writeStatus(w, http.StatusBadRequest, "BadRequest", "wsmux gateway: "+msg) // kubectl prints a Status's message
-}
-
 func isSPDYUpgrade(r *http.Request) bool {
 	for _, v := range r.Header.Values("Upgrade") {
 		if strings.Contains(strings.ToLower(v), "spdy/3.1") {
@@ -208,32 +208,6 @@ func isSPDYUpgrade(r *http.Request) bool {
 		}
 	}
 	return false
-}
-
-// userKey carries the caller's auth.User in a request's context.
-type userKey struct{}
-
-// callerOf returns the caller stored by serveStreaming.
-func callerOf(r *http.Request) auth.User {
-	u, _ := r.Context().Value(userKey{}).(auth.User)
-	return u
-}
-
-// forbidden answers 403 with a metav1.Status body (what kubectl and
-// client-go decode) and a log line.
-func (g *Gateway) forbidden(w http.ResponseWriter, r *http.Request, u auth.User, msg string) {
-	g.m.BadRequests.WithLabelValues("forbidden").Inc()
-	g.log.Warn("gateway: refused: "+msg, "remote", r.RemoteAddr, "caller", u.ID, "user", u.Name, "path", r.URL.Path)
-	writeStatus(w, http.StatusForbidden, "Forbidden", "wsmux gateway: "+msg)
-}
-
-func writeStatus(w http.ResponseWriter, code int, reason, msg string) {
-	b, _ := json.Marshal(map[string]any{"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{},
-		"status": "Failure", "message": msg, "reason": reason, "code": code})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	_, _ = w.Write(b)
 }
 
 func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
@@ -245,16 +219,27 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &ae) {
 			reason = ae.Reason
 		}
+		if reason == auth.ReasonAmbiguous {
+			g.badRequest(w, r, reason, ae.Detail)
+			return
+		}
 		g.m.AuthFailures.WithLabelValues(reason).Inc()
 		g.log.Warn("gateway: rejected unauthenticated request", "remote", r.RemoteAddr, "path", r.URL.Path, "reason", reason, "error", err)
 		auth.Reject(w, err)
+		return
+	}
+	r = r.WithContext(context.WithValue(r.Context(), userKey{}, user))
+	if oe := g.cfg.Origins.Check(r); oe != nil {
+		// A browser attaches a client certificate (or a cookie a proxy in
+		// front reads) to a page's requests on its own: cross-site
+		// WebSocket hijacking unless the page's origin is checked.
+		g.crossOrigin(w, r, oe)
 		return
 	}
 	if g.cfg.Impersonate && user.Name == "" {
 		g.forbidden(w, r, user, "this credential has no user to act as: give the token a user in the token file (TOKEN,USER[,UID[,\"GROUPS\"]])")
 		return
 	}
-	r = r.WithContext(context.WithValue(r.Context(), userKey{}, user))
 	t, ok := ParsePath(r.URL.Path)
 	if !ok {
 		if k8shttpstream.IsUpgradeRequest(r) {
@@ -299,6 +284,15 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		g.badRequest(w, r, "no_protocol", "missing "+k8shttpstream.HeaderProtocolVersion+" header")
 		return
 	}
+	if proto != "spdy" {
+		// Checked before anything is opened upstream (the bridge dials
+		// first); Kubernetes' WebSocket servers would also refuse it on
+		// the hijacked connection, where the gateway cannot see it.
+		if why := badHandshake(r); why != "" {
+			g.badRequest(w, r, "bad_upgrade", "invalid WebSocket handshake: "+why)
+			return
+		}
+	}
 	log := g.log.With("remote", r.RemoteAddr, "caller", who, "user", user.Name, "namespace", t.Namespace, "pod", t.Pod,
 		"subresource", t.Subresource, "protocol", proto)
 	release, err := g.lim.AcquireSession(who)
@@ -321,6 +315,7 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var done func()
 	var rec spliceRecord
+	sw := &statusWriter{ResponseWriter: w} // Kubernetes' handlers refuse without a log line
 	switch {
 	case up != nil:
 		done = g.bridge(w, r, up, proto, t.Subresource, &rec)
@@ -330,9 +325,9 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		// upgrade request.
 		proxy.NewTunnelingHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			done = g.bridge(w, r, hijackingSPDYUpgrader{}, proto, t.Subresource, &rec)
-		})).ServeHTTP(w, r)
+		})).ServeHTTP(sw, r)
 	default:
-		g.translate(w, r, t, &rec)
+		g.translate(sw, r, t, &rec)
 		rec.wg.Wait() // the in-process bridge has finished
 		rec.mu.Lock()
 		done = rec.done
@@ -340,6 +335,10 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		if done == nil {
 			done = func() {}
 		}
+	}
+	if up == nil && !sw.hijacked && sw.status >= 400 {
+		g.m.BadRequests.WithLabelValues("bad_upgrade").Inc()
+		log.Warn("gateway: WebSocket upgrade failed", "status", sw.status)
 	}
 	if done != nil {
 		// The audit line: who, what, how much, how it ended.
@@ -442,7 +441,7 @@ func (u *trackingUpgrader) UpgradeResponse(w http.ResponseWriter, r *http.Reques
 	defer ready.Done()
 	if c == nil {
 		u.g.m.BadRequests.WithLabelValues("bad_upgrade").Inc()
-		u.g.log.Warn("gateway: downstream upgrade failed", "remote", r.RemoteAddr, "protocol", u.proto)
+		u.g.logFor(r).Warn("gateway: downstream upgrade failed", "remote", r.RemoteAddr, "protocol", u.proto)
 		return nil
 	}
 	if wc, ok := c.(wsmuxhttpstream.Connection); ok {
@@ -528,7 +527,7 @@ func (g *Gateway) dialUpstream(r *http.Request, protocols []string) (k8shttpstre
 	}
 	resp, err := authRT.RoundTrip(req)
 	if err != nil {
-		g.log.Error("gateway: upstream unreachable", "url", req.URL.Redacted(), "error", err)
+		g.logFor(r).Error("gateway: upstream unreachable", "url", req.URL.Redacted(), "error", err)
 		return nil, "", err
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
@@ -538,7 +537,7 @@ func (g *Gateway) dialUpstream(r *http.Request, protocols []string) (k8shttpstre
 		if msg == "" {
 			msg = resp.Status
 		}
-		g.log.Warn("gateway: upstream refused the upgrade", "url", req.URL.Redacted(), "status", resp.StatusCode, "body", msg)
+		g.logFor(r).Warn("gateway: upstream refused the upgrade", "remote", r.RemoteAddr, "url", req.URL.Redacted(), "status", resp.StatusCode, "body", msg)
 		status := resp.StatusCode
 		if status == http.StatusUnauthorized {
 			// The cluster rejected the gateway's credentials, not the

@@ -20,6 +20,7 @@ import (
 
 	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/internal/wsjoin"
+	"github.com/wsmux/wsmux/gateway/ops"
 )
 
 // ProtoWebSocket labels sessions of Kubernetes' own WebSocket protocols
@@ -104,6 +105,7 @@ func (g *Gateway) dialInternal(user auth.User, kind string, rec *spliceRecord) n
 		}),
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
+	ops.ConnLimits{}.Apply(srv)
 	srv.SetKeepAlivesEnabled(false) // one request: a refusal closes the pipe
 	rec.wg.Add(1)
 	go func() {
@@ -179,10 +181,14 @@ func (g *Gateway) newProxy() (http.Handler, error) {
 				resp.Body.Close()
 				return fmt.Errorf("the cluster rejected the gateway's credentials (401): check the gateway's kubeconfig")
 			}
+			if resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests {
+				// The cluster refused the caller: the gateway's log names it.
+				g.logFor(resp.Request).Warn("gateway: the cluster refused a proxied request", "method", resp.Request.Method, "path", resp.Request.URL.Path, "status", resp.StatusCode)
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			g.log.Error("gateway: proxying to the cluster failed", "path", r.URL.Path, "error", err)
+			g.logFor(r).Error("gateway: proxying to the cluster failed", "remote", r.RemoteAddr, "path", r.URL.Path, "error", err)
 			writeStatus(w, http.StatusBadGateway, "ServiceUnavailable", "wsmux gateway: "+err.Error())
 		},
 	}, nil

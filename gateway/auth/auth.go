@@ -26,6 +26,9 @@ const (
 	ReasonBadToken   = "invalid_token"
 	ReasonBadCert    = "invalid_client_certificate"
 	ReasonBadRequest = "malformed_authorization"
+	// ReasonAmbiguous is a request that carries its credential more than
+	// once (answered 400, not 401: no credential was rejected).
+	ReasonAmbiguous = "ambiguous_credentials"
 )
 
 // Authenticator checks a request's credentials. The zero value rejects
@@ -68,14 +71,68 @@ type Error struct {
 	Detail string
 }
 
-func (e *Error) Error() string { return "unauthorized: " + e.Detail }
+func (e *Error) Error() string {
+	if e.Reason == ReasonAmbiguous {
+		return "bad request: " + e.Detail
+	}
+	return "unauthorized: " + e.Detail
+}
+
+// StatusCode is the HTTP status of the failure: 400 for an ambiguous
+// request, 401 for the others.
+func (e *Error) StatusCode() int {
+	if e.Reason == ReasonAmbiguous {
+		return http.StatusBadRequest
+	}
+	return http.StatusUnauthorized
+}
+
+// BearerProtocolPrefix is Kubernetes' way for browsers, which cannot set
+// headers on a WebSocket, to send a bearer token: a subprotocol
+// "base64url.bearer.authorization.k8s.io.<unpadded base64url token>".
+const BearerProtocolPrefix = "base64url.bearer.authorization.k8s.io."
+
+// BearerProtocols returns the bearer-token subprotocols r offers, in order.
+func BearerProtocols(r *http.Request) []string {
+	var out []string
+	for _, v := range r.Header.Values("Sec-Websocket-Protocol") {
+		for p := range strings.SplitSeq(v, ",") {
+			if p = strings.TrimSpace(p); strings.HasPrefix(p, BearerProtocolPrefix) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// CheckUnambiguous returns an *Error (ReasonAmbiguous) when r carries a
+// credential more than once: two Authorization headers, one holding
+// several comma-separated values (what a proxy that joins repeated headers
+// makes of two; a bearer token has no comma), or two bearer-token
+// subprotocols. Taking the first (or the last) would let a client decide
+// which of its credentials a proxy in front of the server sees and which
+// the server checks; such a request is refused, whichever is valid.
+func CheckUnambiguous(r *http.Request) error {
+	as := r.Header.Values("Authorization")
+	switch {
+	case len(as) > 1:
+		return &Error{Reason: ReasonAmbiguous, Detail: fmt.Sprintf("%d Authorization headers: send exactly one (if you sent one, a proxy on the way added its own)", len(as))}
+	case len(as) == 1 && strings.Contains(as[0], ","):
+		return &Error{Reason: ReasonAmbiguous, Detail: "the Authorization header holds several comma-separated values: send exactly one credential (a proxy on the way may have joined two headers)"}
+	}
+	if n := len(BearerProtocols(r)); n > 1 {
+		return &Error{Reason: ReasonAmbiguous, Detail: fmt.Sprintf("%d bearer-token subprotocols (%s...): send exactly one", n, BearerProtocolPrefix)}
+	}
+	return nil
+}
 
 // Authenticate returns who the caller is ("token#N", N the token's
 // position among the accepted tokens from 1, or "cert:<subject CN>"),
 // or an *Error. A verified client certificate is enough; otherwise an
 // "Authorization: Bearer <token>" header must carry an accepted token. A
 // client certificate that does not verify is rejected even if a token is
-// present, so a misconfigured client learns why.
+// present, so a misconfigured client learns why. A request that carries a
+// credential more than once is refused first (CheckUnambiguous).
 func (a *Authenticator) Authenticate(r *http.Request) (string, error) {
 	u, err := a.Identify(r)
 	return u.ID, err
@@ -86,6 +143,9 @@ func (a *Authenticator) Authenticate(r *http.Request) (string, error) {
 // (CN the name, O the groups), or, for a bearer token the file does not
 // hold, what the token review says (UseTokenReview).
 func (a *Authenticator) Identify(r *http.Request) (User, error) {
+	if err := CheckUnambiguous(r); err != nil {
+		return User{}, err
+	}
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && a.clientCAs != nil {
 		leaf := r.TLS.PeerCertificates[0]
 		inter := x509.NewCertPool()
@@ -142,8 +202,14 @@ func (ts *tokenSet) index(tok string) int {
 	return idx
 }
 
-// Reject answers 401 with a plain-text body naming the failure.
+// Reject answers 401 with a plain-text body naming the failure, or 400 for
+// an ambiguous request (ReasonAmbiguous).
 func Reject(w http.ResponseWriter, err error) {
+	var ae *Error
+	if errors.As(err, &ae) && ae.StatusCode() == http.StatusBadRequest {
+		http.Error(w, "wsmux: "+err.Error(), http.StatusBadRequest)
+		return
+	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="wsmux"`)
 	http.Error(w, "wsmux: "+err.Error(), http.StatusUnauthorized)
 }

@@ -204,3 +204,44 @@ func TestTokenFileWatchReloadsOnChange(t *testing.T) {
 		t.Fatal("a broken file changed the tokens")
 	}
 }
+
+// TestAmbiguousCredentials: a request that carries its credential more
+// than once (two Authorization headers, one holding several values, two
+// bearer subprotocols) is refused as ambiguous, whichever of them is
+// valid, before any of them is checked; Reject answers 400 for it.
+func TestAmbiguousCredentials(t *testing.T) {
+	a := New([]string{"alpha", "beta"}, nil)
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+	}{
+		{"two headers, the first valid", http.Header{"Authorization": {"Bearer alpha", "Bearer wrong"}}},
+		{"two headers, the second valid", http.Header{"Authorization": {"Bearer wrong", "Bearer alpha"}}},
+		{"two valid headers", http.Header{"Authorization": {"Bearer alpha", "Bearer beta"}}},
+		{"the same header twice", http.Header{"Authorization": {"Bearer alpha", "Bearer alpha"}}},
+		{"an empty second header", http.Header{"Authorization": {"Bearer alpha", ""}}},
+		{"two values joined by a proxy", http.Header{"Authorization": {"Bearer alpha, Bearer beta"}}},
+		{"two bearer subprotocols", http.Header{"Sec-Websocket-Protocol": {"wsmux.v1, base64url.bearer.authorization.k8s.io.YWxwaGE", "base64url.bearer.authorization.k8s.io.YmV0YQ"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.Header = tc.header
+			_, err := a.Authenticate(r)
+			var ae *Error
+			if !errors.As(err, &ae) || ae.Reason != ReasonAmbiguous {
+				t.Fatalf("%v, want %s", err, ReasonAmbiguous)
+			}
+			w := httptest.NewRecorder()
+			Reject(w, err)
+			if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "exactly one") {
+				t.Errorf("Reject: %d %q, want 400 saying to send exactly one", w.Code, w.Body.String())
+			}
+		})
+	}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("Authorization", "Bearer alpha")
+	r.Header.Set("Sec-Websocket-Protocol", "wsmux.v1, x-stream-protocol-version.v4.channel.k8s.io")
+	if who, err := a.Authenticate(r); err != nil || who != "token#1" {
+		t.Errorf("one header and other subprotocols: %q, %v", who, err)
+	}
+}

@@ -174,3 +174,34 @@ func TestTokenReviewCoalesces(t *testing.T) {
 		}
 	})
 }
+
+// TestTokenReviewAmbiguous: with a token review behind the token file, two
+// Authorization headers are refused as ambiguous before either token goes
+// to the review (before, the first went, and a good one authenticated).
+func TestTokenReviewAmbiguous(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var tr authnv1.TokenReview
+		_ = json.NewDecoder(r.Body).Decode(&tr)
+		tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: "gus"}}
+		json.NewEncoder(w).Encode(tr)
+	}))
+	defer srv.Close()
+	rv, err := NewTokenReviewer(&rest.Config{Host: srv.URL}, time.Minute, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New([]string{"file-token"}, nil)
+	a.UseTokenReview(rv)
+	for _, hs := range [][]string{{"Bearer reviewed", "Bearer file-token"}, {"Bearer file-token", "Bearer reviewed"}, {"Bearer reviewed", "Bearer reviewed"}} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header["Authorization"] = hs
+		u, err := a.Identify(r)
+		var ae *Error
+		if !errors.As(err, &ae) || ae.Reason != ReasonAmbiguous {
+			t.Errorf("%q: %+v %v, want %s", hs, u, err, ReasonAmbiguous)
+		}
+	}
+	if rv.Sent() != 0 {
+		t.Errorf("%d reviews sent for ambiguous requests", rv.Sent())
+	}
+}

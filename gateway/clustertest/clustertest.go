@@ -240,6 +240,8 @@ func New(o Options) (*Cluster, error) {
 	// TLS, as a real apiserver: clientcmd applies a kubeconfig's user
 	// credentials only to https servers.
 	c.Server = httptest.NewUnstartedServer(http.HandlerFunc(h))
+	// wsmux demo serves this stand-in: no connection idles or dawdles for good.
+	c.Server.Config.IdleTimeout, c.Server.Config.ReadHeaderTimeout = 2*time.Minute, 10*time.Second
 	if o.Addr != "" {
 		ln, err := net.Listen("tcp", o.Addr)
 		if err != nil {

@@ -9,14 +9,15 @@ import (
 // socket's own.
 type prefixConn struct {
 	net.Conn
-	prefix []byte
-	remote net.Addr
-	once   sync.Once
-	closed chan struct{}
+	prefix  []byte
+	remote  net.Addr
+	release func() // returns the connection's slot (ConnGate)
+	once    sync.Once
+	closed  chan struct{}
 }
 
-func newPrefixConn(c net.Conn, prefix []byte, remote net.Addr) *prefixConn {
-	return &prefixConn{Conn: c, prefix: prefix, remote: remote, closed: make(chan struct{})}
+func newPrefixConn(c net.Conn, prefix []byte, remote net.Addr, release func()) *prefixConn {
+	return &prefixConn{Conn: c, prefix: prefix, remote: remote, release: release, closed: make(chan struct{})}
 }
 
 func (c *prefixConn) Read(p []byte) (int, error) {
@@ -31,8 +32,15 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 func (c *prefixConn) RemoteAddr() net.Addr { return c.remote }
 
 func (c *prefixConn) Close() error {
+	first := false
+	c.once.Do(func() {
+		first = true
+		c.release() // before the close: whoever sees it closed finds the slot free
+	})
 	err := c.Conn.Close()
-	c.once.Do(func() { close(c.closed) })
+	if first {
+		close(c.closed)
+	}
 	return err
 }
 

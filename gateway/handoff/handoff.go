@@ -23,9 +23,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wsmux/wsmux/controller"
 	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/ops"
-	"github.com/wsmux/wsmux/controller"
 )
 
 // Results of a handoff, the label of wsmux_handoffs_total and the reason
@@ -40,6 +40,7 @@ const (
 	ResultBadDescriptor    = "bad_descriptor"             // not a connected stream socket
 	ResultTLS              = controller.HandoffTLS        // the bytes already read are a TLS handshake
 	ResultShuttingDown     = "shutting_down"
+	ResultTooManyConns     = "too_many_connections" // the gateway holds MaxConns handed-off connections
 )
 
 // Config configures Listen.
@@ -59,6 +60,11 @@ type Config struct {
 	// ReadHeaderTimeout bounds reading the rest of the request head from
 	// a handed-off socket (default 10 s).
 	ReadHeaderTimeout time.Duration
+	// MaxConns bounds the handed-off connections open at once (being
+	// served, or the sessions they became); beyond it a handoff is refused
+	// (too_many_connections) and its socket closed. 0:
+	// ops.DefaultMaxConns; negative: no limit.
+	MaxConns int
 }
 
 // Server receives handoffs.
@@ -68,6 +74,7 @@ type Server struct {
 	log     *slog.Logger
 	results *prometheus.CounterVec
 	allow   map[int]bool
+	conns   *ops.ConnGate // handed-off connections (MaxConns)
 
 	mu      sync.Mutex
 	closed  bool

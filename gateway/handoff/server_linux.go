@@ -17,8 +17,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/controller"
+	"github.com/wsmux/wsmux/gateway/auth"
+	"github.com/wsmux/wsmux/gateway/ops"
 )
 
 // maxFDs is how many descriptors a message may carry before the control
@@ -52,9 +53,15 @@ func Listen(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	for _, r := range []string{ResultAccepted, ResultPeerNotAllowed, ResultTruncated, ResultNoDescriptor, ResultExtraDescriptors,
-		ResultBadMessage, ResultBadDescriptor, ResultTLS, ResultShuttingDown} {
+		ResultBadMessage, ResultBadDescriptor, ResultTLS, ResultShuttingDown, ResultTooManyConns} {
 		s.results.WithLabelValues(r)
 	}
+	max := ops.ConnLimits{MaxConns: cfg.MaxConns}.WithDefaults().MaxConns
+	conns, err := ops.NewConnGate("handoff", max, nil, cfg.Metrics, s.log)
+	if err != nil {
+		return nil, err
+	}
+	s.conns = conns
 	if err := removeStale(cfg.Path); err != nil {
 		return nil, err
 	}
@@ -281,19 +288,24 @@ func (s *Server) start(fd int, m controller.HandoffMessage) controller.HandoffRe
 	} else if remote == nil {
 		remote = addr("handoff") // an unnamed peer: net/http wants an address
 	}
-	pc := newPrefixConn(conn, m.Data, remote)
+	release, ok := s.conns.Acquire()
+	if !ok {
+		conn.Close()
+		return refuse(ResultTooManyConns, "the gateway holds its limit of handed-off connections (--max-connections): retry later")
+	}
+	pc := newPrefixConn(conn, m.Data, remote, release)
 	u := auth.User{ID: "handoff:" + m.User.Name, Name: m.User.Name, UID: m.User.UID, Groups: m.User.Groups}
 	var hijacked atomic.Bool
 	srv := &http.Server{
-		Handler:           s.handler(m.Target, u),
-		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		Handler:  s.handler(m.Target, u),
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		ConnState: func(_ net.Conn, st http.ConnState) {
 			if st == http.StateHijacked {
 				hijacked.Store(true)
 			}
 		},
 	}
+	ops.ConnLimits{ReadHeaderTimeout: s.cfg.ReadHeaderTimeout}.Apply(srv)
 	srv.SetKeepAlivesEnabled(false) // one request: the upgrade
 	s.mu.Lock()
 	if s.closed {

@@ -42,6 +42,9 @@ type Metrics struct {
 	// Resumes counts resume requests of wsmux sessions, by outcome
 	// (resumed, unknown, forbidden, conflict, rate_limited, retry, failed).
 	Resumes *prometheus.CounterVec
+	// ConnsRefused counts connections closed at accept because their
+	// listener held its limit (ConnLimits.MaxConns), by listener.
+	ConnsRefused *prometheus.CounterVec
 
 	Sessions *Tracker
 }
@@ -72,6 +75,9 @@ func NewMetrics() *Metrics {
 		Resumes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wsmux_resumes_total", Help: "Resume requests of suspended wsmux sessions, by outcome (resumed; unknown: 404, the session is not held here; forbidden; conflict; rate_limited; retry; failed).",
 		}, []string{"outcome"}),
+		ConnsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wsmux_connections_refused_total", Help: "Connections closed at accept because their listener held its limit (--max-connections), by listener.",
+		}, []string{"listener"}),
 		Sessions: NewTracker(),
 	}
 	// Every label known in advance exists from the start, at 0: a
@@ -79,7 +85,7 @@ func NewMetrics() *Metrics {
 	for _, r := range []string{"missing_credentials", "invalid_token", "invalid_client_certificate", "malformed_authorization", "token_review_failed"} {
 		m.AuthFailures.WithLabelValues(r)
 	}
-	for _, r := range []string{"bad_path", "not_upgrade", "no_protocol", "bad_upgrade"} {
+	for _, r := range []string{"bad_path", "not_upgrade", "no_protocol", "bad_upgrade", "ambiguous_credentials", "cross_origin"} {
 		m.BadRequests.WithLabelValues(r)
 	}
 	for _, r := range []string{"bad_request", "not_allowed", "dial_failed", "rate_limited"} {
@@ -94,7 +100,7 @@ func NewMetrics() *Metrics {
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.AuthFailures, m.BadRequests, m.TunnelRefused, m.TunnelBytes, m.Upgrades, m.Reloads, m.Resumes,
+		m.AuthFailures, m.BadRequests, m.TunnelRefused, m.TunnelBytes, m.Upgrades, m.Reloads, m.Resumes, m.ConnsRefused,
 		sessionCollector{m.Sessions},
 	)
 	return m

@@ -29,6 +29,12 @@ type ServerOptions struct {
 	// (callers that checked the pair before logging that they serve).
 	Certificate *tls.Certificate
 	Logger      *slog.Logger
+	// Conns bounds the listener's connections (zero fields: defaults).
+	Conns ConnLimits
+	// Metrics, when set, receives the listener's
+	// wsmux_connections_open{listener="http"} and
+	// wsmux_connections_refused_total{listener="http"}.
+	Metrics *Metrics
 }
 
 // AbortedError is Serve's result when the shutdown had to close sessions
@@ -61,7 +67,9 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// Serve serves handler on ln until ctx ends, then shuts down gracefully:
+// Serve serves handler on ln until ctx ends, with opts.Conns bounding its
+// connections (the live sessions of tracker count against MaxConns), then
+// shuts down gracefully:
 // health turns 503, the listener closes, idle HTTP connections close, and
 // every tracked session gets a GOAWAY and ShutdownTimeout to finish before
 // it is closed. It returns nil after a shutdown, or the serving error.
@@ -70,11 +78,25 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler, opts Serv
 	if log == nil {
 		log = slog.Default()
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	if err := opts.Conns.Validate(); err != nil {
+		return err
 	}
+	conns := opts.Conns.WithDefaults()
+	var held func() int
+	if tracker != nil {
+		held = tracker.Len
+	}
+	gate, err := NewConnGate("http", conns.MaxConns, held, opts.Metrics, log)
+	if err != nil {
+		return err
+	}
+	ln, hook := LimitListener(ln, gate) // under TLS: a refused connection costs no handshake
+	srv := &http.Server{
+		Handler:   handler,
+		ErrorLog:  slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState: hook,
+	}
+	conns.Apply(srv)
 	if opts.TLSCert != "" || opts.Certificate != nil {
 		cert := opts.Certificate
 		if cert == nil {

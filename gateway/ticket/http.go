@@ -3,6 +3,7 @@ package ticket
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -10,18 +11,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wsmux/wsmux/controller"
 	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/ops"
-	"github.com/wsmux/wsmux/controller"
 )
 
 // ReasonFull labels tickets refused because too many are outstanding (503).
 const ReasonFull = "ticket_cache_full"
-
-// bearerProtocolPrefix is Kubernetes' way for browsers, which cannot set
-// headers on a WebSocket, to send a bearer token: a subprotocol
-// "base64url.bearer.authorization.k8s.io.<unpadded base64url token>".
-const bearerProtocolPrefix = "base64url.bearer.authorization.k8s.io."
 
 // Handler finds a ticket in a request (an "Authorization: Bearer
 // wsmuxt1..." header, a "ticket" query parameter, or the bearer
@@ -29,7 +25,9 @@ const bearerProtocolPrefix = "base64url.bearer.authorization.k8s.io."
 // target, and serves the request as the ticket's caller; requests
 // without a ticket go to Next. A refused ticket gets 401 (503 when
 // too many are outstanding), a log line and a count in
-// wsmux_auth_failures_total{reason="ticket_..."}.
+// wsmux_auth_failures_total{reason="ticket_..."}; a request with a
+// ticket and another credential, or with any credential twice, gets 400
+// (wsmux_bad_requests_total{reason="ambiguous_credentials"}).
 type Handler struct {
 	v        *Verifier
 	next     http.Handler
@@ -75,14 +73,19 @@ func NewHandler(cfg Config) (*Handler, error) {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	tk, r2 := extract(r)
+	tk, r2, err := extract(r)
+	if err != nil {
+		h.m.BadRequests.WithLabelValues(auth.ReasonAmbiguous).Inc()
+		h.log.Warn("gateway: ambiguous credentials refused", "remote", r.RemoteAddr, "path", r.URL.Path, "error", err)
+		auth.Reject(w, err) // 400
+		return
+	}
 	if tk == "" {
 		h.next.ServeHTTP(w, r)
 		return
 	}
 	t, ok := controller.TargetFromRequest(r2)
 	var c controller.Claims
-	var err error
 	if !ok {
 		err = &controller.TicketError{Reason: controller.ReasonWrongTarget, Detail: "a ticket opens only the pod exec, attach or portforward it names, not " + r.URL.Path}
 	} else {
@@ -111,36 +114,44 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // extract returns the request's ticket and a copy of the request without
 // it (no ticket in the query or headers the gateway might log or pass
-// on); "" if it carries none.
-func extract(r *http.Request) (string, *http.Request) {
+// on); "" if it carries none. A request with a ticket and any other
+// credential, or with two tickets, is ambiguous: an *auth.Error.
+func extract(r *http.Request) (string, *http.Request, error) {
+	if err := auth.CheckUnambiguous(r); err != nil {
+		return "", r, err
+	}
 	var tk string
-	if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") && controller.IsTicket(strings.TrimSpace(a[7:])) {
-		tk = strings.TrimSpace(a[7:])
+	tickets, others := 0, 0
+	if a := r.Header.Get("Authorization"); a != "" {
+		if len(a) > 7 && strings.EqualFold(a[:7], "bearer ") && controller.IsTicket(strings.TrimSpace(a[7:])) {
+			tk = strings.TrimSpace(a[7:])
+			tickets++
+		} else {
+			others++
+		}
 	}
 	var protos []string
 	for _, v := range r.Header.Values("Sec-Websocket-Protocol") {
 		for p := range strings.SplitSeq(v, ",") {
 			p = strings.TrimSpace(p)
-			if rest, ok := strings.CutPrefix(p, bearerProtocolPrefix); ok {
+			if rest, ok := strings.CutPrefix(p, auth.BearerProtocolPrefix); ok {
 				if b, err := base64.RawURLEncoding.DecodeString(rest); err == nil && controller.IsTicket(string(b)) {
-					if tk == "" {
-						tk = string(b)
-					}
+					tk = string(b)
+					tickets++
 					continue
 				}
+				others++
 			}
 			protos = append(protos, p)
 		}
 	}
 	var kept []string
-	fromQuery := false
 	for kv := range strings.SplitSeq(r.URL.RawQuery, "&") {
 		if k, v, _ := strings.Cut(kv, "="); k == "ticket" {
-			fromQuery = true
-			if tk == "" {
-				if s, err := url.QueryUnescape(v); err == nil {
-					tk = s
-				}
+			tickets++
+			tk = "?" // a ticket parameter that does not decode: malformed
+			if s, err := url.QueryUnescape(v); err == nil {
+				tk = s
 			}
 			continue
 		}
@@ -148,8 +159,12 @@ func extract(r *http.Request) (string, *http.Request) {
 			kept = append(kept, kv)
 		}
 	}
-	if tk == "" && !fromQuery {
-		return "", r
+	if tickets == 0 {
+		return "", r, nil
+	}
+	if tickets+others > 1 {
+		return "", r, &auth.Error{Reason: auth.ReasonAmbiguous, Detail: fmt.Sprintf(
+			"%d credentials, %d of them tickets (Authorization header, ticket parameter, bearer subprotocol): send exactly one", tickets+others, tickets)}
 	}
 	r2 := r.Clone(r.Context())
 	r2.Header.Del("Authorization")
@@ -160,8 +175,5 @@ func extract(r *http.Request) (string, *http.Request) {
 	r2.URL.RawQuery = strings.Join(kept, "&")
 	r2.RequestURI = r2.URL.RequestURI()
 	r2.Form = nil
-	if tk == "" {
-		tk = "?" // a ticket parameter that does not decode: malformed
-	}
-	return tk, r2
+	return tk, r2, nil
 }

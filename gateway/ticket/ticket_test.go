@@ -314,7 +314,7 @@ func TestTicketInQueryAndSubprotocol(t *testing.T) {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, r)
 	r = httptest.NewRequest("GET", path, nil)
-	r.Header.Set("Sec-WebSocket-Protocol", "v5.channel.k8s.io, "+bearerProtocolPrefix+
+	r.Header.Set("Sec-WebSocket-Protocol", "v5.channel.k8s.io, "+auth.BearerProtocolPrefix+
 		base64.RawURLEncoding.EncodeToString([]byte(mint(t, key(1), claims(t, g.clk.Now(), "web-0")))))
 	h.ServeHTTP(rec, r)
 	if len(seen) != 2 {
@@ -334,5 +334,59 @@ func TestTicketInQueryAndSubprotocol(t *testing.T) {
 		if rec.Code != http.StatusUnauthorized || len(seen) != 2 {
 			t.Errorf("%s: %d, %d served", name, rec.Code, len(seen))
 		}
+	}
+}
+
+// TestAmbiguousTickets: a request that carries more than one credential
+// (two Authorization headers, a ticket both in the header and in the
+// query, two ticket parameters, two bearer subprotocols) is refused with
+// 400 before any ticket is spent, whichever is valid, and counted. Before,
+// the first one found was served.
+func TestAmbiguousTickets(t *testing.T) {
+	clk := newClock()
+	v := &Verifier{Now: clk.Now}
+	v.SetKeys([][]byte{key(1)})
+	m := ops.NewMetrics()
+	served := 0
+	h, err := NewHandler(Config{Verifier: v, Metrics: m, Logger: slog.New(slog.NewTextHandler(testnet.LogWriter{T: t}, nil)),
+		Next:    http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }),
+		ServeAs: func(http.ResponseWriter, *http.Request, auth.User) { served++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const path = "/api/v1/namespaces/default/pods/web-0/exec?command=ls&stdout=true"
+	tk := func() string { return mint(t, key(1), claims(t, clk.Now(), "web-0")) }
+	proto := func(s string) string {
+		return auth.BearerProtocolPrefix + base64.RawURLEncoding.EncodeToString([]byte(s))
+	}
+	for _, tc := range []struct {
+		name   string
+		target string
+		header http.Header
+	}{
+		{"two Authorization headers", path, http.Header{"Authorization": {"Bearer " + tk(), "Bearer static"}}},
+		{"two tickets joined in one header", path, http.Header{"Authorization": {"Bearer " + tk() + ", Bearer " + tk()}}},
+		{"header and query", path + "&ticket=" + tk(), http.Header{"Authorization": {"Bearer " + tk()}}},
+		{"two query parameters", path + "&ticket=" + tk() + "&ticket=" + tk(), nil},
+		{"two subprotocols", path, http.Header{"Sec-Websocket-Protocol": {"v5.channel.k8s.io, " + proto(tk()) + ", " + proto(tk())}}},
+		{"subprotocol and query", path + "&ticket=" + tk(), http.Header{"Sec-Websocket-Protocol": {"v5.channel.k8s.io, " + proto(tk())}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", tc.target, nil)
+			for k, vs := range tc.header {
+				r.Header[k] = vs
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "exactly one") {
+				t.Errorf("%d %q, want 400 saying to send exactly one", rec.Code, rec.Body.String())
+			}
+		})
+	}
+	if served != 0 {
+		t.Errorf("%d ambiguous requests served", served)
+	}
+	if got := ops.Value(m.BadRequests.WithLabelValues(auth.ReasonAmbiguous)); got != 6 {
+		t.Errorf("wsmux_bad_requests_total{reason=%q} = %v, want 6", auth.ReasonAmbiguous, got)
 	}
 }

@@ -11,9 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/ops"
-	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/gateway/origin"
 	"github.com/wsmux/wsmux/mux"
 )
 
@@ -24,6 +25,10 @@ type ServerConfig struct {
 	Allow []string
 	// Auth authenticates upgrade requests.
 	Auth *auth.Authenticator
+	// Origins decides which web pages may open sessions from a browser:
+	// an upgrade with an Origin header that is neither the server's own
+	// nor allowed here is refused with 403. nil: the server's own only.
+	Origins *origin.Policy
 	// DialTimeout bounds each target dial (default 10 s).
 	DialTimeout time.Duration
 	// Mux configures sessions (its Handler is replaced); nil means
@@ -148,9 +153,21 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &ae) {
 			reason = ae.Reason
 		}
+		if reason == auth.ReasonAmbiguous {
+			s.m.BadRequests.WithLabelValues(reason).Inc()
+			s.log.Warn("tunnel: bad request: "+ae.Detail, "remote", r.RemoteAddr)
+			auth.Reject(w, err) // 400
+			return
+		}
 		s.m.AuthFailures.WithLabelValues(reason).Inc()
 		s.log.Warn("tunnel: rejected unauthenticated request", "remote", r.RemoteAddr, "reason", reason, "error", err)
 		auth.Reject(w, err)
+		return
+	}
+	if oe := s.cfg.Origins.Check(r); oe != nil {
+		s.m.BadRequests.WithLabelValues("cross_origin").Inc()
+		s.log.Warn("tunnel: refused: "+oe.Error(), "remote", r.RemoteAddr, "caller", who)
+		http.Error(w, "wsmux: "+oe.Error()+": a web page of another site may not open tunnels here; if that page is yours, start the server with --allowed-origins", http.StatusForbidden)
 		return
 	}
 	if s.cfg.Mux.ResumeRegistry != nil && r.Header.Get(mux.HeaderResumeToken) != "" {
@@ -175,7 +192,7 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		release()
 		s.m.BadRequests.WithLabelValues("bad_upgrade").Inc()
-		s.log.Warn("tunnel: upgrade failed", "remote", r.RemoteAddr, "error", err)
+		s.log.Warn("tunnel: upgrade failed", "remote", r.RemoteAddr, "caller", who, "error", err)
 		return
 	}
 	s.m.Upgrades.WithLabelValues("wsmux", "tunnel").Inc()
@@ -226,12 +243,12 @@ func (s *Server) handleStream(st *mux.Stream, who string) error {
 	}
 	if err != nil {
 		s.m.TunnelRefused.WithLabelValues("bad_request").Inc()
-		s.log.Warn("tunnel: refused stream with a bad target", "remote", remote, "stream", st.ID(), "target", raw, "error", err)
+		s.log.Warn("tunnel: refused stream with a bad target", "remote", remote, "caller", who, "stream", st.ID(), "target", raw, "error", err)
 		return &mux.StreamError{Code: CodeBadRequest, Reason: "bad target header"}
 	}
 	if !s.allow[target] {
 		s.m.TunnelRefused.WithLabelValues("not_allowed").Inc()
-		s.log.Warn("tunnel: refused target not on the allow list", "remote", remote, "stream", st.ID(), "target", target)
+		s.log.Warn("tunnel: refused target not on the allow list", "remote", remote, "caller", who, "stream", st.ID(), "target", target)
 		return &mux.StreamError{Code: CodeNotAllowed, Reason: "target not allowed: " + clip(target, 100)}
 	}
 	if err := s.lim.AllowDial(who); err != nil {
@@ -244,7 +261,7 @@ func (s *Server) handleStream(st *mux.Stream, who string) error {
 	c, err := s.cfg.Dial(ctx, "tcp", target)
 	if err != nil {
 		s.m.TunnelRefused.WithLabelValues("dial_failed").Inc()
-		s.log.Warn("tunnel: target dial failed", "remote", remote, "stream", st.ID(), "target", target, "error", err)
+		s.log.Warn("tunnel: target dial failed", "remote", remote, "caller", who, "stream", st.ID(), "target", target, "error", err)
 		return &mux.StreamError{Code: CodeDialFailed, Reason: clip("dial "+target+": "+errText(err), 128)}
 	}
 	s.log.Debug("tunnel: stream open", "remote", remote, "stream", st.ID(), "target", target)

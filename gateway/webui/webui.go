@@ -79,12 +79,14 @@ func versionProtocols(vs []string) []string {
 // fromBrowser returns r with the bearer token subprotocol of a WebSocket
 // upgrade moved into the Authorization header, and for wsmux.v1 also the
 // stream protocol versions into X-Stream-Protocol-Version; r itself when it
-// has none. A request that already has an Authorization header keeps it.
+// has none, or more than one token. A request that already has an
+// Authorization header keeps it.
 func fromBrowser(r *http.Request) *http.Request {
 	offered := r.Header.Values("Sec-WebSocket-Protocol")
 	var protos, versions []string
 	var token string
 	wsmux, browser := false, false
+	tokens := 0
 	for _, line := range offered {
 		for _, p := range strings.Split(line, ",") {
 			p = strings.TrimSpace(p)
@@ -92,6 +94,7 @@ func fromBrowser(r *http.Request) *http.Request {
 			case p == "":
 			case strings.HasPrefix(p, bearerPrefix):
 				browser = true
+				tokens++
 				if b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(p, bearerPrefix)); err == nil {
 					token = string(b)
 				}
@@ -104,8 +107,8 @@ func fromBrowser(r *http.Request) *http.Request {
 			}
 		}
 	}
-	if !browser {
-		return r
+	if !browser || tokens > 1 {
+		return r // two tokens: ambiguous, left for the gateway to refuse (400)
 	}
 	r = r.Clone(r.Context())
 	if !wsmux {

@@ -61,6 +61,8 @@ func TestBrowserSubprotocolsBecomeHeaders(t *testing.T) {
 			"v5.channel.k8s.io, x-stream-protocol-version.v4.channel.k8s.io", "Bearer x", ""},
 		{"no token subprotocol: unchanged", http.Header{"Sec-Websocket-Protocol": {"v5.channel.k8s.io, x-stream-protocol-version.v4.channel.k8s.io"}},
 			"v5.channel.k8s.io, x-stream-protocol-version.v4.channel.k8s.io", "", ""},
+		{"two tokens: unchanged, for the gateway to refuse as ambiguous", http.Header{"Sec-Websocket-Protocol": {"wsmux.v1, base64url.bearer.authorization.k8s.io.eA, base64url.bearer.authorization.k8s.io.eQ"}},
+			"wsmux.v1, base64url.bearer.authorization.k8s.io.eA, base64url.bearer.authorization.k8s.io.eQ", "", ""},
 		{"kubectl: unchanged", http.Header{"Sec-Websocket-Protocol": {"wsmux.v1"}, "Authorization": {"Bearer k"}, "X-Stream-Protocol-Version": {"v5.channel.k8s.io"}},
 			"wsmux.v1", "Bearer k", "v5.channel.k8s.io"},
 	} {
