@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/util/exec"
 	"k8s.io/streaming/pkg/httpstream/spdy"
 	"k8s.io/streaming/pkg/httpstream/wsstream"
+
+	"github.com/wsmux/wsmux/controller"
 )
 
 // The channel protocols of exec and attach over WebSocket before v5: the
@@ -74,7 +76,7 @@ func streamOptions(r *http.Request) proxy.Options {
 // and the cluster side client-go's SPDY executor dialled in-process into
 // the gateway's bridge, as for v5. The executor's outcome goes back on the
 // error channel as a metav1.Status (exit codes as NonZeroExitCode causes).
-func (g *Gateway) translateV4(w http.ResponseWriter, r *http.Request, t Target, rec *spliceRecord) {
+func (g *Gateway) translateV4(w http.ResponseWriter, r *http.Request, t controller.Target, rec *spliceRecord) {
 	opts := streamOptions(r)
 	channels := make([]wsstream.ChannelType, chanResize+1)
 	channels[chanStdin] = channelType(opts.Stdin, wsstream.ReadChannel)
@@ -205,7 +207,7 @@ func (q *resizeQueue) Next() *remotecommand.TerminalSize {
 // internalUpstream returns where and how an in-process SPDY client reaches
 // the gateway's own bridge for r: a URL with r's path and query and a
 // transport whose connections are served by dialInternal as r's caller.
-func (g *Gateway) internalUpstream(r *http.Request, t Target, rec *spliceRecord) (*url.URL, *http.Transport) {
+func (g *Gateway) internalUpstream(r *http.Request, t controller.Target, rec *spliceRecord) (*url.URL, *http.Transport) {
 	loc := &url.URL{Scheme: "http", Host: "wsmux-gateway.internal", Path: r.URL.Path, RawQuery: r.URL.RawQuery}
 	user := callerOf(r)
 	return loc, &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) {

@@ -1,12 +1,23 @@
-// Package gateway is the `wsmux gateway` server: it accepts wsmux (and
-// legacy SPDY) upgrade requests for the Kubernetes exec, attach and
-// port-forward subresources, authenticates the caller, and forwards the
-// session to the cluster with the gateway's own credentials (from a
-// kubeconfig) through adapters/bridge. Callers never see the cluster
-// credentials, and the cluster never sees the callers' tokens.
+// Package gateway is the server behind `wsmux gateway`, for embedding in
+// a program's own http.Server (Example): it accepts wsmux, Kubernetes'
+// WebSocket and legacy SPDY requests for the exec, attach and port-forward
+// subresources (unmodified kubectl included), authenticates the caller
+// (Config.Auth: an auth.Authenticator, the package's tokens, client
+// certificates and TokenReview, or the program's own), checks the policy and
+// per-caller limits, and forwards the session to the cluster with the
+// gateway's own credentials (Config.Cluster, a client-go rest.Config),
+// acting as the caller (Config.Impersonate). Callers never see the cluster's
+// credentials, and the cluster never sees the callers'.
+//
+// A caller is a controller.User and a request's pod a controller.Target,
+// parsed by controller.ParsePodPath: the types the tickets (package
+// gateway/ticket) and the socket handoff (gateway/handoff) share with
+// controllers. Those two, the TCP tunnel (gateway/tunnel), the web terminal
+// (gateway/webui) and the listeners' limits and metrics (gateway/ops) are
+// packages of their own; cmd/wsmux wires them to flags.
 //
 // It imports mux, the adapters, client-go and the apiserver's proxy package; it
-// must not import testing or the command's test helpers (testnet, clustertest),
+// must not import testing or the test helpers (internal/testnet, clustertest),
 // nor the handoff and ticket packages, which get its ServeAs handed in.
 package gateway
 
@@ -19,7 +30,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +42,7 @@ import (
 
 	"github.com/wsmux/wsmux/adapters/bridge"
 	wsmuxhttpstream "github.com/wsmux/wsmux/adapters/httpstream"
+	"github.com/wsmux/wsmux/controller"
 	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/ops"
 	"github.com/wsmux/wsmux/gateway/origin"
@@ -47,7 +58,7 @@ const (
 // Config configures a Gateway.
 type Config struct {
 	// Auth authenticates callers (tokens and/or client certificates).
-	Auth *auth.Authenticator
+	Auth auth.Authenticator
 	// Origins decides which web pages may use the gateway from a browser:
 	// a request with an Origin header that is neither the gateway's own
 	// (the scheme and Host it came to) nor allowed here is refused with
@@ -185,22 +196,6 @@ func (g *Gateway) Handler() http.Handler {
 	return h
 }
 
-// Path of the proxied subresources. Names are DNS-1123 labels (namespace)
-// and subdomains (pod).
-var pathRE = regexp.MustCompile(`^/api/v1/namespaces/([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)/pods/([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)/(exec|attach|portforward)$`)
-
-// Target is a parsed request path.
-type Target struct{ Namespace, Pod, Subresource string }
-
-// ParsePath parses /api/v1/namespaces/{ns}/pods/{pod}/{exec|attach|portforward}.
-func ParsePath(p string) (Target, bool) {
-	m := pathRE.FindStringSubmatch(p)
-	if m == nil {
-		return Target{}, false
-	}
-	return Target{Namespace: m[1], Pod: m[3], Subresource: m[5]}, true
-}
-
 func isSPDYUpgrade(r *http.Request) bool {
 	for _, v := range r.Header.Values("Upgrade") {
 		if strings.Contains(strings.ToLower(v), "spdy/3.1") {
@@ -214,7 +209,7 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 	user, err := g.identify(r)
 	who := user.ID
 	if err != nil {
-		reason := auth.ReasonMissing
+		reason := auth.ReasonRejected
 		var ae *auth.Error
 		if errors.As(err, &ae) {
 			reason = ae.Reason
@@ -240,7 +235,7 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		g.forbidden(w, r, user, "this credential has no user to act as: give the token a user in the token file (TOKEN,USER[,UID[,\"GROUPS\"]])")
 		return
 	}
-	t, ok := ParsePath(r.URL.Path)
+	t, ok := controller.ParsePodPath(r.URL.Path)
 	if !ok {
 		if k8shttpstream.IsUpgradeRequest(r) {
 			g.badRequest(w, r, "bad_path", "path must be /api/v1/namespaces/{namespace}/pods/{pod}/exec, /attach or /portforward")
@@ -468,7 +463,7 @@ func (g *Gateway) upstreamURL(r *http.Request) string {
 }
 
 // setImpersonation replaces every Impersonate-* header with the caller's.
-func setImpersonation(h http.Header, u auth.User) {
+func setImpersonation(h http.Header, u controller.User) {
 	for k := range h {
 		if strings.HasPrefix(strings.ToLower(k), "impersonate-") {
 			delete(h, k)

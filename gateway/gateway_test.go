@@ -24,12 +24,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsmux/wsmux/internal/testkit/leakcheck"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport"
 	clientspdy "k8s.io/client-go/transport/spdy"
 	utilexec "k8s.io/client-go/util/exec"
+
+	"github.com/wsmux/wsmux/internal/testkit/leakcheck"
 
 	"github.com/wsmux/wsmux/adapters/bridge"
 	wsmuxhttpstream "github.com/wsmux/wsmux/adapters/httpstream"
@@ -405,17 +406,6 @@ func TestClientCertificates(t *testing.T) {
 	}
 	if v := ops.Value(g.g.Metrics().AuthFailures.WithLabelValues(auth.ReasonBadCert)); v != 3 {
 		t.Errorf("bad certificate failures = %v, want 3", v)
-	}
-}
-
-func TestParsePath(t *testing.T) {
-	if tg, ok := ParsePath("/api/v1/namespaces/kube-system/pods/coredns-5d78c9869d-abcde/portforward"); !ok || tg != (Target{"kube-system", "coredns-5d78c9869d-abcde", "portforward"}) {
-		t.Fatal(tg, ok)
-	}
-	for _, p := range []string{"/", "/api/v1/namespaces//pods/x/exec", "/api/v1/namespaces/a/pods/x/exec/", "/api/v1/namespaces/a/pods/X/exec", "/api/v1/namespaces/a/pods/x/proxy"} {
-		if _, ok := ParsePath(p); ok {
-			t.Errorf("ParsePath(%q) accepted", p)
-		}
 	}
 }
 

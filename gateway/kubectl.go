@@ -18,7 +18,7 @@ import (
 	k8shttpstream "k8s.io/streaming/pkg/httpstream"
 	"k8s.io/streaming/pkg/httpstream/spdy"
 
-	"github.com/wsmux/wsmux/gateway/auth"
+	"github.com/wsmux/wsmux/controller"
 	"github.com/wsmux/wsmux/gateway/internal/wsjoin"
 	"github.com/wsmux/wsmux/gateway/ops"
 )
@@ -70,7 +70,7 @@ func isTunnelRequest(r *http.Request) bool {
 // the upstream session as the caller with the configured protocol (SPDY or
 // wsmux), so limits, impersonation and metrics are those of every other
 // session.
-func (g *Gateway) translate(w http.ResponseWriter, r *http.Request, t Target, rec *spliceRecord) {
+func (g *Gateway) translate(w http.ResponseWriter, r *http.Request, t controller.Target, rec *spliceRecord) {
 	w = wsjoin.Writer(w) // wsstream cannot read fragmented messages
 	if !isV5Request(r) {
 		g.translateV4(w, r, t, rec)
@@ -82,7 +82,7 @@ func (g *Gateway) translate(w http.ResponseWriter, r *http.Request, t Target, re
 
 // dialInternal returns a connection to a one-connection HTTP server that
 // bridges the SPDY upgrade arriving on it upstream, as user.
-func (g *Gateway) dialInternal(user auth.User, kind string, rec *spliceRecord) net.Conn {
+func (g *Gateway) dialInternal(user controller.User, kind string, rec *spliceRecord) net.Conn {
 	client, server := net.Pipe()
 	l := &oneConnListener{conn: &notifyConn{Conn: server, closed: make(chan struct{})}}
 	srv := &http.Server{

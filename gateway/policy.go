@@ -9,7 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/wsmux/wsmux/gateway/auth"
+	"github.com/wsmux/wsmux/controller"
 )
 
 // Policy is the gateway's own authorization, checked before anything goes
@@ -76,7 +76,7 @@ func anyMatch(patterns []string, v string) bool {
 
 // Allows reports whether u may open t with the given container (""
 // for port-forward or when the request names none), and if not, why.
-func (p *Policy) Allows(u auth.User, t Target, container string) (bool, string) {
+func (p *Policy) Allows(u controller.User, t controller.Target, container string) (bool, string) {
 	for _, r := range p.Rules {
 		subject := slices.Contains(r.Users, "*") || slices.Contains(r.Groups, "*") || slices.Contains(r.Users, u.Name)
 		for _, g := range u.Groups {

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/wsmux/wsmux/gateway/auth"
+	"github.com/wsmux/wsmux/controller"
 	"github.com/wsmux/wsmux/gateway/origin"
 )
 
@@ -22,19 +22,19 @@ func (g *Gateway) badRequest(w http.ResponseWriter, r *http.Request, reason, msg
 	writeStatus(w, http.StatusBadRequest, "BadRequest", "wsmux gateway: "+msg) // kubectl prints a Status's message
 }
 
-// userKey carries the caller's auth.User in a request's context.
+// userKey carries the caller's controller.User in a request's context.
 type userKey struct{}
 
 // callerOf returns the caller stored by serveStreaming.
-func callerOf(r *http.Request) auth.User {
-	u, _ := r.Context().Value(userKey{}).(auth.User)
+func callerOf(r *http.Request) controller.User {
+	u, _ := r.Context().Value(userKey{}).(controller.User)
 	return u
 }
 
 // logFor returns the logger of r's lines: once r is authenticated, with
 // its caller and user, so that every refusal of a caller names it.
 func (g *Gateway) logFor(r *http.Request) *slog.Logger {
-	if u, ok := r.Context().Value(userKey{}).(auth.User); ok {
+	if u, ok := r.Context().Value(userKey{}).(controller.User); ok {
 		return g.log.With("caller", u.ID, "user", u.Name)
 	}
 	return g.log
@@ -42,7 +42,7 @@ func (g *Gateway) logFor(r *http.Request) *slog.Logger {
 
 // forbidden answers 403 with a metav1.Status body (what kubectl and
 // client-go decode) and a log line.
-func (g *Gateway) forbidden(w http.ResponseWriter, r *http.Request, u auth.User, msg string) {
+func (g *Gateway) forbidden(w http.ResponseWriter, r *http.Request, u controller.User, msg string) {
 	g.m.BadRequests.WithLabelValues("forbidden").Inc()
 	g.log.Warn("gateway: refused: "+msg, "remote", r.RemoteAddr, "caller", u.ID, "user", u.Name, "path", r.URL.Path)
 	writeStatus(w, http.StatusForbidden, "Forbidden", "wsmux gateway: "+msg)

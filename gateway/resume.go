@@ -4,7 +4,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/wsmux/wsmux/gateway/auth"
+	"github.com/wsmux/wsmux/controller"
 	"github.com/wsmux/wsmux/gateway/ops"
 	"github.com/wsmux/wsmux/mux"
 )
@@ -15,7 +15,7 @@ import (
 // dialled, and no session slot is taken. The registry answers what it
 // cannot resume: 404 with "Wsmux-Resume: unknown" (not held here: the
 // client fails fast), 403 (another caller), 409, 429 or 503.
-func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, u auth.User, t Target) {
+func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, u controller.User, t controller.Target) {
 	_, err := mux.Upgrade(w, r, g.muxCfg)
 	log := g.log.With("remote", r.RemoteAddr, "caller", u.ID, "user", u.Name, "namespace", t.Namespace, "pod", t.Pod,
 		"subresource", t.Subresource)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/wsmux/wsmux/gateway/auth"
+	"github.com/wsmux/wsmux/controller"
 )
 
 // authenticatedKey carries a caller whose credential was checked before
@@ -17,14 +17,14 @@ type authenticatedKey struct{}
 // after authentication is as for any other request: impersonation of u,
 // the policy file, per-caller limits (u.ID names the caller), metrics and
 // the audit line.
-func (g *Gateway) ServeAs(w http.ResponseWriter, r *http.Request, u auth.User) {
+func (g *Gateway) ServeAs(w http.ResponseWriter, r *http.Request, u controller.User) {
 	g.serveStreaming(w, r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, u)))
 }
 
 // identify returns the caller ServeAs gave, or authenticates r.
-func (g *Gateway) identify(r *http.Request) (auth.User, error) {
-	if u, ok := r.Context().Value(authenticatedKey{}).(auth.User); ok {
+func (g *Gateway) identify(r *http.Request) (controller.User, error) {
+	if u, ok := r.Context().Value(authenticatedKey{}).(controller.User); ok {
 		return u, nil
 	}
-	return g.cfg.Auth.Identify(r)
+	return g.cfg.Auth.Authenticate(r)
 }

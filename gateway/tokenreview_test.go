@@ -80,7 +80,7 @@ func TestTokenReviewWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.g.cfg.Auth.UseTokenReview(r)
+	g.g.cfg.Auth.(*auth.Credentials).UseTokenReview(r)
 
 	for range 2 {
 		if out, err := execIn(t, g, "review-alice", "a"); err != nil || out != "hi a" {

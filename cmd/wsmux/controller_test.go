@@ -25,10 +25,10 @@ import (
 
 	"k8s.io/client-go/tools/remotecommand"
 
+	"github.com/wsmux/wsmux/controller"
 	"github.com/wsmux/wsmux/gateway/clustertest"
 	"github.com/wsmux/wsmux/gateway/handoff/handofftest"
 	"github.com/wsmux/wsmux/internal/testnet"
-	"github.com/wsmux/wsmux/controller"
 )
 
 // ctlEnv is `wsmux gateway` with --ticket-key and --handoff-socket in

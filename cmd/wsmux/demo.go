@@ -21,6 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wsmux/wsmux/controller"
 	"github.com/wsmux/wsmux/gateway"
 	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/clustertest"
@@ -156,7 +157,7 @@ func runDemo(a *app, listen, dir, kubeconfig string, exposeShell bool) error {
 	}
 
 	g, err := gateway.New(gateway.Config{
-		Auth:        auth.NewWithUsers([]auth.Token{{Token: token, User: auth.User{Name: demoUser, Groups: []string{"demo-users"}}}}, nil),
+		Auth:        auth.NewWithUsers([]auth.Token{{Token: token, User: controller.User{Name: demoUser, Groups: []string{"demo-users"}}}}, nil),
 		Impersonate: true, Cluster: cl.RestConfig(), Logger: a.log, DrainTimeout: drainBound(5 * time.Second),
 		ResumeTimeout: 30 * time.Second,
 	})

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/wsmux/wsmux/controller"
 )
 
 // Failure reasons, as logged and as the auth_failures metric's label.
@@ -29,11 +31,26 @@ const (
 	// ReasonAmbiguous is a request that carries its credential more than
 	// once (answered 400, not 401: no credential was rejected).
 	ReasonAmbiguous = "ambiguous_credentials"
+	// ReasonRejected is an error of an Authenticator that is not an *Error.
+	ReasonRejected = "rejected"
 )
 
-// Authenticator checks a request's credentials. The zero value rejects
-// everything.
-type Authenticator struct {
+// Authenticator says who a request's caller is: the gateway and the tunnel
+// server call it for every request and act as the user it returns (its ID
+// names the caller in logs and limits). A refusal is an error: an *Error
+// names its reason (logged, and the auth_failures metric's label) and its
+// status (401, or 400 for ReasonAmbiguous); any other error is refused
+// with 401 under ReasonRejected. Credentials is this package's; a program
+// that embeds the gateway may bring its own (OIDC, a session cookie, a
+// header its own proxy sets), as gateway.Example shows.
+type Authenticator interface {
+	Authenticate(r *http.Request) (controller.User, error)
+}
+
+// Credentials authenticates a request by its TLS client certificate or its
+// bearer token (from a token file, or reviewed by the cluster's TokenReview
+// API). The zero value rejects everything.
+type Credentials struct {
 	// tokens are the accepted tokens (replaced atomically on reload).
 	tokens atomic.Pointer[tokenSet]
 	// clientCAs, when set, accepts TLS client certificates they sign.
@@ -44,19 +61,19 @@ type Authenticator struct {
 
 // UseTokenReview makes bearer tokens that the token file does not hold go
 // to r (set before serving).
-func (a *Authenticator) UseTokenReview(r *TokenReviewer) { a.reviewer = r }
+func (a *Credentials) UseTokenReview(r *TokenReviewer) { a.reviewer = r }
 
 // tokenSet holds SHA-256 digests of the accepted tokens (comparing
 // fixed-size digests in constant time leaks neither a token's bytes nor its
 // length) and the user of each.
 type tokenSet struct {
 	digests [][sha256.Size]byte
-	users   []User
+	users   []controller.User
 }
 
 // New returns an Authenticator accepting tokens and, when clientCAs is not
 // nil, client certificates it verifies.
-func New(tokens []string, clientCAs *x509.CertPool) *Authenticator {
+func New(tokens []string, clientCAs *x509.CertPool) *Credentials {
 	ts := make([]Token, len(tokens))
 	for i, t := range tokens {
 		ts[i] = Token{Token: t}
@@ -126,25 +143,13 @@ func CheckUnambiguous(r *http.Request) error {
 	return nil
 }
 
-// Authenticate returns who the caller is ("token#N", N the token's
-// position among the accepted tokens from 1, or "cert:<subject CN>"),
-// or an *Error. A verified client certificate is enough; otherwise an
-// "Authorization: Bearer <token>" header must carry an accepted token. A
-// client certificate that does not verify is rejected even if a token is
-// present, so a misconfigured client learns why. A request that carries a
-// credential more than once is refused first (CheckUnambiguous).
-func (a *Authenticator) Authenticate(r *http.Request) (string, error) {
-	u, err := a.Identify(r)
-	return u.ID, err
-}
-
 // Identify authenticates as Authenticate does and returns the caller's
 // User: a token's from the token file, a client certificate's subject
 // (CN the name, O the groups), or, for a bearer token the file does not
 // hold, what the token review says (UseTokenReview).
-func (a *Authenticator) Identify(r *http.Request) (User, error) {
+func (a *Credentials) Authenticate(r *http.Request) (controller.User, error) {
 	if err := CheckUnambiguous(r); err != nil {
-		return User{}, err
+		return controller.User{}, err
 	}
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && a.clientCAs != nil {
 		leaf := r.TLS.PeerCertificates[0]
@@ -158,18 +163,18 @@ func (a *Authenticator) Identify(r *http.Request) (User, error) {
 			KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		})
 		if err != nil {
-			return User{}, &Error{Reason: ReasonBadCert, Detail: "client certificate rejected: " + err.Error()}
+			return controller.User{}, &Error{Reason: ReasonBadCert, Detail: "client certificate rejected: " + err.Error()}
 		}
-		return User{ID: "cert:" + leaf.Subject.CommonName, Name: leaf.Subject.CommonName,
+		return controller.User{ID: "cert:" + leaf.Subject.CommonName, Name: leaf.Subject.CommonName,
 			Groups: append([]string(nil), leaf.Subject.Organization...)}, nil
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return User{}, &Error{Reason: ReasonMissing, Detail: "no bearer token (Authorization header) and no client certificate"}
+		return controller.User{}, &Error{Reason: ReasonMissing, Detail: "no bearer token (Authorization header) and no client certificate"}
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		return User{}, &Error{Reason: ReasonBadRequest, Detail: "Authorization header is not \"Bearer <token>\""}
+		return controller.User{}, &Error{Reason: ReasonBadRequest, Detail: "Authorization header is not \"Bearer <token>\""}
 	}
 	tok = strings.TrimSpace(tok)
 	ts := a.tokens.Load()
@@ -178,7 +183,7 @@ func (a *Authenticator) Identify(r *http.Request) (User, error) {
 		return a.reviewer.Review(r.Context(), tok)
 	}
 	if n == 0 {
-		return User{}, &Error{Reason: ReasonBadToken, Detail: "invalid bearer token"}
+		return controller.User{}, &Error{Reason: ReasonBadToken, Detail: "invalid bearer token"}
 	}
 	u := ts.users[n-1]
 	u.ID = "token#" + strconv.Itoa(n)

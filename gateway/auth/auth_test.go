@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wsmux/wsmux/controller"
 )
 
 func TestReadTokens(t *testing.T) {
@@ -59,7 +61,7 @@ func TestAuthenticate(t *testing.T) {
 			t.Errorf("%q: %v, want %s", tc.header, err, tc.reason)
 		}
 	}
-	if _, err := (&Authenticator{}).Authenticate(httptest.NewRequest(http.MethodGet, "/", nil)); err == nil {
+	if _, err := (&Credentials{}).Authenticate(httptest.NewRequest(http.MethodGet, "/", nil)); err == nil {
 		t.Error("zero Authenticator accepted a request")
 	}
 }
@@ -78,10 +80,10 @@ func TestParseTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Token{
-		{"t1", User{Name: "alice", UID: "u1", Groups: []string{"a", "b"}}},
-		{"t2", User{Name: "bob"}},
-		{"t3", User{}},
-		{"t4", User{Name: "carol", Groups: []string{"ops"}}},
+		{"t1", controller.User{Name: "alice", UID: "u1", Groups: []string{"a", "b"}}},
+		{"t2", controller.User{Name: "bob"}},
+		{"t3", controller.User{}},
+		{"t4", controller.User{Name: "carol", Groups: []string{"ops"}}},
 	}
 	if len(toks) != len(want) {
 		t.Fatalf("%+v", toks)
@@ -100,7 +102,7 @@ func TestParseTokens(t *testing.T) {
 	a := NewWithUsers(toks, nil)
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.Header.Set("Authorization", "Bearer t4")
-	u, err := a.Identify(r)
+	u, err := a.Authenticate(r)
 	if err != nil || u.ID != "token#4" || u.Name != "carol" || u.Groups[0] != "ops" {
 		t.Fatalf("%+v %v", u, err)
 	}
@@ -179,7 +181,7 @@ func TestTokenFileWatchReloadsOnChange(t *testing.T) {
 	user := func(tok string) string {
 		req := httptest.NewRequest(http.MethodGet, "/", nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
-		u, err := a.Identify(req)
+		u, err := a.Authenticate(req)
 		if err != nil {
 			return "refused"
 		}
@@ -241,7 +243,7 @@ func TestAmbiguousCredentials(t *testing.T) {
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.Header.Set("Authorization", "Bearer alpha")
 	r.Header.Set("Sec-Websocket-Protocol", "wsmux.v1, x-stream-protocol-version.v4.channel.k8s.io")
-	if who, err := a.Authenticate(r); err != nil || who != "token#1" {
-		t.Errorf("one header and other subprotocols: %q, %v", who, err)
+	if who, err := a.Authenticate(r); err != nil || who.ID != "token#1" {
+		t.Errorf("one header and other subprotocols: %q, %v", who.ID, err)
 	}
 }

@@ -14,26 +14,14 @@ import (
 	"strings"
 	"syscall"
 	"time"
-)
 
-// User is who a caller is, as the cluster should see it: the gateway
-// impersonates it (Impersonate-User, -Uid, -Group) so the cluster's RBAC
-// decides what it may do.
-type User struct {
-	// ID names the credential in logs and per-caller limits: "token#N" (the
-	// token's line among the file's tokens, from 1) or "cert:CN".
-	ID string
-	// Name is the user name to impersonate; empty for a token file line
-	// that has only a token (no identity: the gateway's own).
-	Name   string
-	UID    string
-	Groups []string
-}
+	"github.com/wsmux/wsmux/controller"
+)
 
 // Token is one line of a token file.
 type Token struct {
 	Token string
-	User  User
+	User  controller.User
 }
 
 // ParseTokens parses a token file in kube-apiserver's static token format,
@@ -110,15 +98,15 @@ func ReadTokenFile(path string) ([]Token, error) {
 
 // NewWithUsers returns an Authenticator accepting the given tokens (with
 // their users) and, when clientCAs is not nil, client certificates.
-func NewWithUsers(tokens []Token, clientCAs *x509.CertPool) *Authenticator {
-	a := &Authenticator{clientCAs: clientCAs}
+func NewWithUsers(tokens []Token, clientCAs *x509.CertPool) *Credentials {
+	a := &Credentials{clientCAs: clientCAs}
 	a.SetTokens(tokens)
 	return a
 }
 
 // SetTokens replaces the accepted tokens atomically: requests already
 // authenticated keep their identity, later ones see the new set.
-func (a *Authenticator) SetTokens(tokens []Token) {
+func (a *Credentials) SetTokens(tokens []Token) {
 	ts := &tokenSet{}
 	for _, t := range tokens {
 		ts.digests = append(ts.digests, sha256.Sum256([]byte(t.Token)))
@@ -132,7 +120,7 @@ func (a *Authenticator) SetTokens(tokens []Token) {
 // Reload says why).
 type TokenFileReloader struct {
 	Path string
-	Auth *Authenticator
+	Auth *Credentials
 	Log  *slog.Logger
 	// OnReload, when set, is called after every reload with its outcome
 	// (nil: the file's tokens are in place; else the previous ones stay).

@@ -15,6 +15,8 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/wsmux/wsmux/controller"
 )
 
 // ReasonReviewFailed is a bearer token that could not be checked: the
@@ -56,13 +58,13 @@ type TokenReviewer struct {
 // with a new token costs the endpoint one review.
 type flight struct {
 	done chan struct{}
-	user User
+	user controller.User
 	rej  *Error
 	err  error // no answer: the review failed
 }
 
 type review struct {
-	user  User
+	user  controller.User
 	err   *Error // the rejection, nil when authenticated
 	until time.Time
 }
@@ -95,13 +97,13 @@ func (t *TokenReviewer) Sent() int {
 // Review returns the user the endpoint says token belongs to, or an *Error:
 // ReasonBadToken when it rejected the token, ReasonReviewFailed when it
 // could not be asked.
-func (t *TokenReviewer) Review(ctx context.Context, token string) (User, error) {
+func (t *TokenReviewer) Review(ctx context.Context, token string) (controller.User, error) {
 	key := sha256.Sum256([]byte(token))
 	t.mu.Lock()
 	if e, ok := t.cache[key]; ok && t.now().Before(e.until) {
 		t.mu.Unlock()
 		if e.err != nil {
-			return User{}, e.err
+			return controller.User{}, e.err
 		}
 		return e.user, nil
 	}
@@ -119,7 +121,7 @@ func (t *TokenReviewer) Review(ctx context.Context, token string) (User, error) 
 	case <-f.done:
 		return f.result()
 	case <-ctx.Done():
-		return User{}, reviewFailed(ctx.Err())
+		return controller.User{}, reviewFailed(ctx.Err())
 	}
 }
 
@@ -142,12 +144,12 @@ func (t *TokenReviewer) send(ctx context.Context, key [sha256.Size]byte, token s
 	close(f.done)
 }
 
-func (f *flight) result() (User, error) {
+func (f *flight) result() (controller.User, error) {
 	switch {
 	case f.err != nil:
-		return User{}, reviewFailed(f.err)
+		return controller.User{}, reviewFailed(f.err)
 	case f.rej != nil:
-		return User{}, f.rej
+		return controller.User{}, f.rej
 	}
 	return f.user, nil
 }
@@ -175,37 +177,37 @@ func (t *TokenReviewer) evict() {
 
 // ask sends one TokenReview. It returns the user, or the rejection, or an
 // error when there is no answer to trust.
-func (t *TokenReviewer) ask(ctx context.Context, token string) (User, *Error, error) {
+func (t *TokenReviewer) ask(ctx context.Context, token string) (controller.User, *Error, error) {
 	body, err := json.Marshal(authnv1.TokenReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "authentication.k8s.io/v1", Kind: "TokenReview"},
 		Spec:     authnv1.TokenReviewSpec{Token: token},
 	})
 	if err != nil {
-		return User{}, nil, err
+		return controller.User{}, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
 	if err != nil {
-		return User{}, nil, err
+		return controller.User{}, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	resp, err := t.client.Do(req)
 	if err != nil {
-		return User{}, nil, err
+		return controller.User{}, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return User{}, nil, err
+		return controller.User{}, nil, err
 	}
 	if resp.StatusCode/100 != 2 {
-		return User{}, nil, fmt.Errorf("%s answered %s: %s", t.url, resp.Status, clip(strings.TrimSpace(string(b)), 200))
+		return controller.User{}, nil, fmt.Errorf("%s answered %s: %s", t.url, resp.Status, clip(strings.TrimSpace(string(b)), 200))
 	}
 	var tr authnv1.TokenReview
 	if err := json.Unmarshal(b, &tr); err != nil {
-		return User{}, nil, fmt.Errorf("%s answered something else than a TokenReview: %v", t.url, err)
+		return controller.User{}, nil, fmt.Errorf("%s answered something else than a TokenReview: %v", t.url, err)
 	}
 	st := tr.Status
 	if !st.Authenticated {
@@ -213,12 +215,12 @@ func (t *TokenReviewer) ask(ctx context.Context, token string) (User, *Error, er
 		if st.Error != "" {
 			why += ": " + clip(st.Error, 200)
 		}
-		return User{}, &Error{Reason: ReasonBadToken, Detail: why}, nil
+		return controller.User{}, &Error{Reason: ReasonBadToken, Detail: why}, nil
 	}
 	if st.User.Username == "" {
-		return User{}, nil, fmt.Errorf("%s authenticated the token without a user name", t.url)
+		return controller.User{}, nil, fmt.Errorf("%s authenticated the token without a user name", t.url)
 	}
-	return User{ID: "review:" + st.User.Username, Name: st.User.Username, UID: st.User.UID,
+	return controller.User{ID: "review:" + st.User.Username, Name: st.User.Username, UID: st.User.UID,
 		Groups: append([]string(nil), st.User.Groups...)}, nil, nil
 }
 

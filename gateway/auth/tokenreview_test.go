@@ -14,6 +14,8 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/wsmux/wsmux/controller"
 )
 
 // TestTokenReviewCache: an authenticated token is reviewed once per
@@ -111,7 +113,7 @@ func TestTokenReviewCoalesces(t *testing.T) {
 		}
 		r.client = &http.Client{Transport: h}
 		type answer struct {
-			u   User
+			u   controller.User
 			err error
 		}
 		review := func(ctx context.Context, tok string) <-chan answer {
@@ -195,7 +197,7 @@ func TestTokenReviewAmbiguous(t *testing.T) {
 	for _, hs := range [][]string{{"Bearer reviewed", "Bearer file-token"}, {"Bearer file-token", "Bearer reviewed"}, {"Bearer reviewed", "Bearer reviewed"}} {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		r.Header["Authorization"] = hs
-		u, err := a.Identify(r)
+		u, err := a.Authenticate(r)
 		var ae *Error
 		if !errors.As(err, &ae) || ae.Reason != ReasonAmbiguous {
 			t.Errorf("%q: %+v %v, want %s", hs, u, err, ReasonAmbiguous)

@@ -1,12 +1,11 @@
-// Package clustertest is the cluster end of wsmux's command tests: the real
-// SPDY streaming handlers of k8s.io/cri-streaming (the kubelet's) behind the
-// apiserver's pod subresource paths, with a bearer-token check standing in
-// for the apiserver's authentication, and a Go-only runtime.
+// Package clustertest is a stand-in cluster, like net/http/httptest's
+// servers: the real SPDY streaming handlers of k8s.io/cri-streaming (the
+// kubelet's) behind the apiserver's pod subresource paths, with a
+// bearer-token check standing in for the apiserver's authentication, a tiny
+// RBAC and impersonation check, and a Go-only runtime. The gateway's tests,
+// its Example and `wsmux demo` run against it.
 //
-// (adapters/e2e/internal/kubelettest is internal to adapters/, so cmd/wsmux
-// cannot import it; this is a small self-contained stand-in.)
-//
-// Tests and `wsmux demo` only: it imports testing, client-go and the kubelet's
+// Tests, examples and `wsmux demo` only: it imports testing, client-go and the kubelet's
 // streaming handlers, and must not import mux or the adapters (it stands for
 // the cluster, which knows no wsmux).
 package clustertest

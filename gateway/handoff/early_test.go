@@ -14,8 +14,8 @@ import (
 
 	"k8s.io/client-go/tools/remotecommand"
 
-	"github.com/wsmux/wsmux/gateway/handoff/handofftest"
 	"github.com/wsmux/wsmux/controller"
+	"github.com/wsmux/wsmux/gateway/handoff/handofftest"
 )
 
 // TestHandoffKeepsBytesAlreadyRead: the client sends its first wsmux

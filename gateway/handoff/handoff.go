@@ -24,7 +24,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wsmux/wsmux/controller"
-	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/ops"
 )
 
@@ -51,7 +50,7 @@ type Config struct {
 	// AllowUIDs are the uids that may hand off; empty: the gateway's own.
 	AllowUIDs []int
 	// ServeAs serves a handed-off request as its caller (the gateway's).
-	ServeAs func(http.ResponseWriter, *http.Request, auth.User)
+	ServeAs func(http.ResponseWriter, *http.Request, controller.User)
 	// Stopping, when set and true, refuses handoffs (shutdown).
 	Stopping func() bool
 	// Metrics receives wsmux_handoffs_total (the gateway's).

@@ -24,9 +24,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsmux/wsmux/internal/testkit/leakcheck"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/wsmux/wsmux/internal/testkit/leakcheck"
 
 	"github.com/wsmux/wsmux/controller"
 	"github.com/wsmux/wsmux/gateway"

@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wsmux/wsmux/controller"
-	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/ops"
 )
 
@@ -294,7 +293,7 @@ func (s *Server) start(fd int, m controller.HandoffMessage) controller.HandoffRe
 		return refuse(ResultTooManyConns, "the gateway holds its limit of handed-off connections (--max-connections): retry later")
 	}
 	pc := newPrefixConn(conn, m.Data, remote, release)
-	u := auth.User{ID: "handoff:" + m.User.Name, Name: m.User.Name, UID: m.User.UID, Groups: m.User.Groups}
+	u := controller.User{ID: "handoff:" + m.User.Name, Name: m.User.Name, UID: m.User.UID, Groups: m.User.Groups}
 	var hijacked atomic.Bool
 	srv := &http.Server{
 		Handler:  s.handler(m.Target, u),
@@ -335,7 +334,7 @@ func (s *Server) start(fd int, m controller.HandoffMessage) controller.HandoffRe
 // handler rewrites the request to the target's path and query (the
 // client's own request line is on the controller's URLs) and serves it as
 // u. The client's credentials for the controller go no further.
-func (s *Server) handler(t controller.Target, u auth.User) http.Handler {
+func (s *Server) handler(t controller.Target, u controller.User) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.enter()
 		defer s.leave()

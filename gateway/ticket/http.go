@@ -31,7 +31,7 @@ const ReasonFull = "ticket_cache_full"
 type Handler struct {
 	v        *Verifier
 	next     http.Handler
-	serveAs  func(http.ResponseWriter, *http.Request, auth.User)
+	serveAs  func(http.ResponseWriter, *http.Request, controller.User)
 	m        *ops.Metrics
 	accepted prometheus.Counter
 	log      *slog.Logger
@@ -43,7 +43,7 @@ type Config struct {
 	// Next serves the requests that carry no ticket.
 	Next http.Handler
 	// ServeAs serves a request as the ticket's caller (the gateway's).
-	ServeAs func(http.ResponseWriter, *http.Request, auth.User)
+	ServeAs func(http.ResponseWriter, *http.Request, controller.User)
 	// Metrics receives the counts (the gateway's).
 	Metrics *ops.Metrics
 	Logger  *slog.Logger
@@ -109,7 +109,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.accepted.Inc()
-	h.serveAs(w, r2, auth.User{ID: "ticket:" + c.User, Name: c.User, UID: c.UID, Groups: c.Groups})
+	h.serveAs(w, r2, controller.User{ID: "ticket:" + c.User, Name: c.User, UID: c.UID, Groups: c.Groups})
 }
 
 // extract returns the request's ticket and a copy of the request without

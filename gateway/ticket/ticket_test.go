@@ -154,7 +154,7 @@ func startGateway(t *testing.T) *gw {
 	logs := &testnet.Buffer{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testnet.LogWriter{T: t}), nil))
 	g, err := gateway.New(gateway.Config{
-		Auth:        auth.NewWithUsers([]auth.Token{{Token: "static", User: auth.User{Name: "bob"}}}, nil),
+		Auth:        auth.NewWithUsers([]auth.Token{{Token: "static", User: controller.User{Name: "bob"}}}, nil),
 		Impersonate: true, Cluster: cl.RestConfig(), Logger: log,
 	})
 	if err != nil {
@@ -273,7 +273,7 @@ func TestTicketCacheFull(t *testing.T) {
 	m := ops.NewMetrics()
 	served := 0
 	h, err := NewHandler(Config{Verifier: v, Next: http.NotFoundHandler(), Metrics: m, Logger: slog.New(slog.NewTextHandler(testnet.LogWriter{T: t}, nil)),
-		ServeAs: func(http.ResponseWriter, *http.Request, auth.User) { served++ }})
+		ServeAs: func(http.ResponseWriter, *http.Request, controller.User) { served++ }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestTicketInQueryAndSubprotocol(t *testing.T) {
 	g := startGateway(t)
 	var seen []*http.Request
 	h, err := NewHandler(Config{Verifier: g.v, Next: http.NotFoundHandler(), Metrics: ops.NewMetrics(), Logger: slog.New(slog.NewTextHandler(testnet.LogWriter{T: t}, nil)),
-		ServeAs: func(w http.ResponseWriter, r *http.Request, u auth.User) {
+		ServeAs: func(w http.ResponseWriter, r *http.Request, u controller.User) {
 			seen = append(seen, r)
 			if u.Name != "alice" || u.ID != "ticket:alice" {
 				t.Errorf("caller %+v", u)
@@ -350,7 +350,7 @@ func TestAmbiguousTickets(t *testing.T) {
 	served := 0
 	h, err := NewHandler(Config{Verifier: v, Metrics: m, Logger: slog.New(slog.NewTextHandler(testnet.LogWriter{T: t}, nil)),
 		Next:    http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }),
-		ServeAs: func(http.ResponseWriter, *http.Request, auth.User) { served++ }})
+		ServeAs: func(http.ResponseWriter, *http.Request, controller.User) { served++ }})
 	if err != nil {
 		t.Fatal(err)
 	}

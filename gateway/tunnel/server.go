@@ -24,7 +24,7 @@ type ServerConfig struct {
 	// after CanonicalTarget; no wildcards).
 	Allow []string
 	// Auth authenticates upgrade requests.
-	Auth *auth.Authenticator
+	Auth auth.Authenticator
 	// Origins decides which web pages may open sessions from a browser:
 	// an upgrade with an Origin header that is neither the server's own
 	// nor allowed here is refused with 403. nil: the server's own only.
@@ -116,11 +116,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.ResumeTimeout > 0 {
 		mc.Resume, mc.ResumeTimeout = true, cfg.ResumeTimeout
 		mc.ResumeRegistry = &mux.ResumeRegistry{Identity: func(r *http.Request) string {
-			who, err := s.cfg.Auth.Authenticate(r)
+			u, err := s.cfg.Auth.Authenticate(r)
 			if err != nil {
 				return ""
 			}
-			return "caller:" + who
+			return "caller:" + u.ID
 		}}
 	}
 	if err := mc.Validate(); err != nil {
@@ -146,10 +146,11 @@ func (s *Server) Handler() http.Handler {
 }
 
 func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
-	who, err := s.cfg.Auth.Authenticate(r)
+	u, err := s.cfg.Auth.Authenticate(r)
+	who := u.ID
 	if err != nil {
 		var ae *auth.Error
-		reason := auth.ReasonMissing
+		reason := auth.ReasonRejected
 		if errors.As(err, &ae) {
 			reason = ae.Reason
 		}

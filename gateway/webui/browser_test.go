@@ -17,9 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wsmux/wsmux/controller"
+	"github.com/wsmux/wsmux/gateway"
 	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/clustertest"
-	"github.com/wsmux/wsmux/gateway"
 	"github.com/wsmux/wsmux/internal/testnet"
 	"github.com/wsmux/wsmux/internal/tsinterop"
 	"github.com/wsmux/wsmux/mux"
@@ -75,7 +76,7 @@ func uiServer(tb testing.TB, extra func(*http.ServeMux)) *httptest.Server {
 	}
 	tb.Cleanup(cl.Close)
 	g, err := gateway.New(gateway.Config{
-		Auth:        auth.NewWithUsers([]auth.Token{{Token: browserToken, User: auth.User{Name: "browser-tester"}}}, nil),
+		Auth:        auth.NewWithUsers([]auth.Token{{Token: browserToken, User: controller.User{Name: "browser-tester"}}}, nil),
 		Impersonate: true, Cluster: cl.RestConfig(),
 		Logger: slog.New(slog.NewTextHandler(testnet.LogWriter{T: tb}, nil)),
 	})
