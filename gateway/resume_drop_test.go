@@ -23,10 +23,10 @@ import (
 	k8shttpstream "k8s.io/streaming/pkg/httpstream"
 	"k8s.io/streaming/pkg/httpstream/spdy"
 
+	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/ops"
 	"github.com/wsmux/wsmux/internal/testnet"
-	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/internal/wshandshake"
 	"github.com/wsmux/wsmux/mux"
 )

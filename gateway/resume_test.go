@@ -17,13 +17,13 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/clustertest"
 	"github.com/wsmux/wsmux/gateway/kubeclient"
 	"github.com/wsmux/wsmux/gateway/ops"
-	"github.com/wsmux/wsmux/internal/testnet"
-	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/internal/resumedial"
+	"github.com/wsmux/wsmux/internal/testnet"
 	"github.com/wsmux/wsmux/internal/wshandshake"
 	"github.com/wsmux/wsmux/mux"
 )

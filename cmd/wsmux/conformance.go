@@ -15,8 +15,8 @@ import (
 	"github.com/gobwas/ws"
 	"github.com/spf13/cobra"
 
-	"github.com/wsmux/wsmux/gateway/tunnel"
 	"github.com/wsmux/wsmux/conformance"
+	"github.com/wsmux/wsmux/gateway/tunnel"
 )
 
 func init() { extraCommands = append(extraCommands, newConformanceCmd) }

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/wsmux/wsmux/gateway/auth"
-	"github.com/wsmux/wsmux/internal/testnet"
 	"github.com/wsmux/wsmux/gateway/tunnel"
+	"github.com/wsmux/wsmux/internal/testnet"
 	"github.com/wsmux/wsmux/mux"
 )
 

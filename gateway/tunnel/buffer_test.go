@@ -14,9 +14,9 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/ops"
-	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/mux"
 )
 

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/ops"
-	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/mux"
 )
 

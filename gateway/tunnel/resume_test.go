@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/wsmux/wsmux/gateway/auth"
-	"github.com/wsmux/wsmux/internal/testnet"
 	"github.com/wsmux/wsmux/internal/resetproxy"
+	"github.com/wsmux/wsmux/internal/testnet"
 	"github.com/wsmux/wsmux/mux"
 )
 

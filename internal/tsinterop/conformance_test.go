@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsmux/wsmux/internal/tsinterop"
 	"github.com/wsmux/wsmux/conformance"
+	"github.com/wsmux/wsmux/internal/tsinterop"
 )
 
 // TestConformanceTSClient runs `wsmux conformance --listen --echo` (the

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsmux/wsmux/internal/tsinterop"
 	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/internal/tsinterop"
 	"github.com/wsmux/wsmux/mux"
 )
 
