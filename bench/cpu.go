@@ -73,7 +73,7 @@ func ThisMachine() Machine {
 	}
 }
 
-// String is the one-line description `wsmux bench` prints: "Intel(R) Xeon(R)
+// String is the one-line description `wsmux-bench bench` prints: "Intel(R) Xeon(R)
 // CPU @ 2.20GHz, 2 CPUs (GOMAXPROCS 2), go1.26.0 linux/amd64".
 func (m Machine) String() string {
 	return fmt.Sprintf("%s, %d CPUs (GOMAXPROCS %d), %s %s/%s", m.CPU, m.NumCPU, m.GOMAXPROCS, m.GoVersion, m.GOOS, m.GOARCH)

@@ -29,9 +29,10 @@
 // or different machine changes far less than MB/s. Where getrusage does not
 // exist (not unix) the metric is left out.
 //
-// Run the benchmarks with
+// This directory is its own module (github.com/wsmux/wsmux/bench), so that
+// nothing else links the peers; run the benchmarks in it with
 //
-//	go test -run=NONE -bench=. -benchmem ./bench/
+//	go test -run=NONE -bench=. -benchmem .
 //
 // or a selection, e.g. -bench='Bulk1|Echo64' or -bench='/transport=yamux';
 // -benchtime=1x runs every benchmark once (about a minute in all). Streams1024
@@ -41,12 +42,13 @@
 // Compare runs with benchstat, or print tables with ratios to a reference
 // transport and to the ws ceiling from saved output:
 //
-//	go test -run=NONE -bench=. -benchmem -count=3 ./bench/ | tee bench.txt
-//	WSMUX_BENCH_RESULTS=bench.txt go test -run=TestRenderResults -v ./bench/
+//	go test -run=NONE -bench=. -benchmem -count=3 . | tee bench.txt
+//	WSMUX_BENCH_RESULTS=bench.txt go test -run=TestRenderResults -v .
 //
 // The same workloads run outside `go test` through Run (testing.Benchmark), and
-// RenderText and RenderMarkdown print the tables; `wsmux bench` is built on
-// them. go test -race ./bench/ runs a smoke test of every transport.
+// RenderText and RenderMarkdown print the tables; `wsmux-bench bench`
+// (./cmd/wsmux-bench) is built on them. go test -race . runs a smoke test of
+// every transport.
 //
 // This package pulls in Kubernetes client libraries, yamux and smux, and
 // imports "testing": it is a tool, and must never be imported by the library

@@ -89,6 +89,10 @@ func RunIdleServer(ctx context.Context, r IdleRun) (IdleReport, error) {
 	if need := uint64(r.Sessions) + 64; rep.NoFile > 0 && rep.NoFile < need {
 		return rep, fmt.Errorf("bench: %d sessions need %d descriptors, the limit is %d", r.Sessions, need, rep.NoFile)
 	}
+	// Cancelled on return: ends the serving goroutine and the handlers if
+	// the run stops early.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return rep, err
@@ -99,7 +103,11 @@ func RunIdleServer(ctx context.Context, r IdleRun) (IdleReport, error) {
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			if s, err := mux.Upgrade(w, req, cfg); err == nil {
-				sessions <- s
+				select {
+				case sessions <- s:
+				case <-ctx.Done():
+					_ = s.Close()
+				}
 			}
 		}),
 		ErrorLog:          log.New(io.Discard, "", 0),
@@ -110,7 +118,13 @@ func RunIdleServer(ctx context.Context, r IdleRun) (IdleReport, error) {
 
 	held := make([]*mux.Session, 0, r.Sessions)
 	streams := make([]*mux.Stream, 0, r.Sessions)
+	servedAll := make(chan struct{})
 	defer func() {
+		// Runs after the client process is gone (its deferred Wait is
+		// later in this function), so the serving goroutine is not
+		// blocked on a stream; then held is no longer appended to.
+		cancel()
+		<-servedAll
 		for _, s := range held {
 			_ = s.Close()
 		}
@@ -119,6 +133,7 @@ func RunIdleServer(ctx context.Context, r IdleRun) (IdleReport, error) {
 	// client opens them: the harness adds none per session.
 	served := make(chan error, 1)
 	go func() {
+		defer close(servedAll)
 		buf := make([]byte, 1)
 		for len(held) < r.Sessions {
 			var s *mux.Session
@@ -186,11 +201,21 @@ func RunIdleServer(ctx context.Context, r IdleRun) (IdleReport, error) {
 		ready <- errors.New("bench-idle client: exited before it was ready")
 		close(done)
 	}()
-	if err := <-served; err != nil {
-		return rep, err
-	}
-	if err := <-ready; err != nil {
-		return rep, err
+	// Both ends must be done; a client that fails or exits first ends
+	// the wait (the server would otherwise wait for its sessions forever).
+	for servedOK, readyOK := false, false; !servedOK || !readyOK; {
+		select {
+		case err := <-served:
+			if err != nil {
+				return rep, err
+			}
+			servedOK = true
+		case err := <-ready:
+			if err != nil {
+				return rep, err
+			}
+			readyOK = true
+		}
 	}
 	rep.Setup = time.Since(start)
 	rep.HeapAfter = memNow()

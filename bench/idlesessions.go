@@ -16,7 +16,7 @@ const IdleSessionsPerRun = 1000
 // goroutines added per idle session, both ends together, after two garbage
 // collections. For the ceilings (tcp, ws) a session is one connection.
 // The server side alone, with the clients in another process, is measured
-// by `wsmux bench-idle`.
+// by `wsmux-bench idle`.
 func IdleSessions(b *testing.B, tr Transport) {
 	n := IdleSessionsPerRun
 	var perSession, goroutines float64

@@ -6,7 +6,7 @@ import "testing"
 // connection, one idle stream, one byte each way), both ends in this
 // process, for every transport: BenchmarkIdleSessions/transport=<t>.
 //
-//	go test -run '^$' -bench IdleSessions -benchtime 1x ./bench/
+//	go test -run '^$' -bench IdleSessions -benchtime 1x .
 func BenchmarkIdleSessions(b *testing.B) {
 	for _, tr := range All() {
 		b.Run("transport="+tr.Name, func(b *testing.B) { IdleSessions(b, tr) })

@@ -19,8 +19,15 @@ const HandoffVersion = 1
 const MaxHandoffMessage = 128 << 10
 
 // User is a caller as the cluster should see it: the gateway impersonates
-// it (Impersonate-User, -Uid, -Group), so the cluster's RBAC decides.
+// it (Impersonate-User, -Uid, -Group), so the cluster's RBAC decides. It is
+// the one user type of wsmux: tickets and handoff messages carry it, and the
+// gateway's authenticators (package gateway/auth) return it.
 type User struct {
+	// ID names the credential that authenticated the caller, in logs and
+	// per-caller limits: "token#N", "cert:CN", "ticket:NAME",
+	// "handoff:NAME" or an authenticator's own. It is the gateway's, never
+	// sent on: tickets and handoff messages do not carry it.
+	ID     string   `json:"-"`
 	Name   string   `json:"name"`
 	UID    string   `json:"uid,omitempty"`
 	Groups []string `json:"groups,omitempty"`
@@ -133,19 +140,34 @@ func (e *HandoffError) Error() string {
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 
-var podPathRE = regexp.MustCompile(`^/api/v1/namespaces/([^/]+)/pods/([^/]+)/(exec|attach|portforward)$`)
+// podPathRE is the path of the pod subresources wsmux serves; names are
+// DNS-1123 labels (namespace) and subdomains (pod), as Kubernetes has them.
+var podPathRE = regexp.MustCompile(`^/api/v1/namespaces/([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)/pods/([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)/(exec|attach|portforward)$`)
+
+// ParsePodPath parses the path of a pod subresource,
+// /api/v1/namespaces/NS/pods/POD/{exec|attach|portforward}, into the
+// target's Namespace, Pod and Subresource; false if p is not one (a name
+// that is not a valid Kubernetes name included). It is the one parser of
+// these paths: the gateway's, the tickets' and the handoff's.
+func ParsePodPath(p string) (Target, bool) {
+	m := podPathRE.FindStringSubmatch(p)
+	if m == nil {
+		return Target{}, false
+	}
+	return Target{Namespace: m[1], Pod: m[3], Subresource: m[5]}, true
+}
 
 // TargetFromRequest reads the target of a request made to the Kubernetes
 // paths (/api/v1/namespaces/NS/pods/POD/exec?command=...&container=...,
 // as wsmux exec and kubectl send them); false if the path is not one.
 // A controller with its own URLs builds the Target itself.
 func TargetFromRequest(r *http.Request) (Target, bool) {
-	m := podPathRE.FindStringSubmatch(r.URL.Path)
-	if m == nil {
+	t, ok := ParsePodPath(r.URL.Path)
+	if !ok {
 		return Target{}, false
 	}
 	q := r.URL.Query()
-	t := Target{Namespace: m[1], Pod: m[2], Subresource: m[3], Container: q.Get("container"), Command: q["command"]}
+	t.Container, t.Command = q.Get("container"), q["command"]
 	for k, p := range map[string]**bool{"stdin": &t.Stdin, "stdout": &t.Stdout, "stderr": &t.Stderr, "tty": &t.TTY} {
 		if v, err := strconv.ParseBool(q.Get(k)); err == nil {
 			*p = &v

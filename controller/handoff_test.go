@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -44,4 +46,28 @@ func FuzzParseHandoffMessage(f *testing.F) {
 			t.Fatalf("%q: reason %q", b, reason)
 		}
 	})
+}
+
+// TestParsePodPath: the one parser of the pod subresource paths takes
+// valid Kubernetes names only, and nothing around the path.
+func TestParsePodPath(t *testing.T) {
+	if tg, ok := ParsePodPath("/api/v1/namespaces/kube-system/pods/coredns-5d78c9869d-abcde/portforward"); !ok ||
+		tg.Namespace != "kube-system" || tg.Pod != "coredns-5d78c9869d-abcde" || tg.Subresource != "portforward" {
+		t.Fatal(tg, ok)
+	}
+	for _, p := range []string{
+		"/", "/api/v1/namespaces//pods/x/exec", "/api/v1/namespaces/a/pods/x/exec/",
+		"/api/v1/namespaces/a/pods/X/exec", "/api/v1/namespaces/a/pods/x/proxy",
+		"/api/v1/namespaces/default/pods/../../secrets/exec", "/api/v1/namespaces/a/pods/x%2Fy/exec",
+		"/api/v1/namespaces/" + strings.Repeat("a", 64) + "/pods/x/exec",
+	} {
+		if _, ok := ParsePodPath(p); ok {
+			t.Errorf("ParsePodPath(%q) accepted", p)
+		}
+		r := httptest.NewRequest(http.MethodPost, "http://gw"+strings.ReplaceAll(p, "%2F", "_"), nil)
+		r.URL.Path = p
+		if _, ok := TargetFromRequest(r); ok {
+			t.Errorf("TargetFromRequest(%q) accepted", p)
+		}
+	}
 }

@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 )
 
 // Tests of Sender: Init, Consume, Grant and Adjust.

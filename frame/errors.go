@@ -113,5 +113,5 @@ var (
 	ErrBlockNameLength  = &Error{HeaderTooLarge, "header name empty or over its length limit"}
 	ErrBlockValueLength = &Error{HeaderTooLarge, "header value over its length limit"}
 	ErrBlockBadName     = &Error{ProtocolError, "header name is not a lowercase token"}
-	ErrBlockBadValue    = &Error{ProtocolError, "header value holds CR, LF or NUL"}
+	ErrBlockBadValue    = &Error{ProtocolError, "header value holds CR, LF or NUL, or is not UTF-8"}
 )

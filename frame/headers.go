@@ -3,6 +3,7 @@ package frame
 import (
 	"encoding/binary"
 	"strings"
+	"unicode/utf8"
 )
 
 // BlockLimits bound a header block. Decoders get them from the negotiated
@@ -28,14 +29,26 @@ var tchar = func() (t [256]bool) {
 	return t
 }()
 
-// validValue reports whether v has no CR, LF or NUL.
-func validValue[S string | []byte](v S) bool {
+// validValue reports whether v is UTF-8 without CR, LF or NUL (spec 5: a
+// value is text; every other code point, tabs and controls included, may
+// appear).
+func validValue(v []byte) bool {
+	for _, c := range v {
+		if c == '\r' || c == '\n' || c == 0 {
+			return false
+		}
+	}
+	return utf8.Valid(v)
+}
+
+// validValueString is validValue for a string.
+func validValueString(v string) bool {
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c == '\r' || c == '\n' || c == 0 {
 			return false
 		}
 	}
-	return true
+	return utf8.ValidString(v)
 }
 
 // BlockIterator walks the fields of a header block without allocating:
@@ -63,16 +76,23 @@ func (it *BlockIterator) Reset(block []byte, lim *BlockLimits) {
 }
 
 // Next decodes and checks the next field; false at the end or on error.
+// The checks follow the order of the bytes (spec 5): the field count at
+// the field's first byte (a 65th field is HEADER_TOO_LARGE whatever it
+// holds, truncated or not), then the name length, the name, the value
+// length, the value.
 func (it *BlockIterator) Next() bool {
 	if it.err != nil || len(it.rest) == 0 {
 		return false
+	}
+	if it.fields >= it.lim.MaxFields {
+		return it.fail(ErrBlockTooMany)
 	}
 	b := it.rest
 	nl := int(b[0])
 	if nl == 0 || nl > it.lim.MaxName {
 		return it.fail(ErrBlockNameLength)
 	}
-	if len(b) < 1+nl+2 {
+	if len(b) < 1+nl {
 		return it.fail(ErrBlockTruncated)
 	}
 	name := b[1 : 1+nl]
@@ -80,6 +100,9 @@ func (it *BlockIterator) Next() bool {
 		if !tchar[c] {
 			return it.fail(ErrBlockBadName)
 		}
+	}
+	if len(b) < 1+nl+2 {
+		return it.fail(ErrBlockTruncated)
 	}
 	vl := int(binary.BigEndian.Uint16(b[1+nl:]))
 	if vl > it.lim.MaxValue {
@@ -93,9 +116,7 @@ func (it *BlockIterator) Next() bool {
 	if !validValue(value) {
 		return it.fail(ErrBlockBadValue)
 	}
-	if it.fields++; it.fields > it.lim.MaxFields {
-		return it.fail(ErrBlockTooMany)
-	}
+	it.fields++
 	it.name, it.value, it.rest = name, value, b[end:]
 	return true
 }
@@ -122,7 +143,7 @@ func CheckHeaderBlock(block []byte, lim *BlockLimits) error {
 
 // AppendHeaderBlock appends h in block format: names lowercase, sorted, each
 // value its own field. It fails, leaving dst as it was, if a name is not a
-// token, a value holds CR, LF or NUL, or a limit of lim is crossed (and with
+// token, a value holds CR, LF or NUL or is not UTF-8, or a limit of lim is crossed (and with
 // ErrBlockTooMany when h holds more than 256 distinct names, whatever
 // lim.MaxFields says). It does not allocate unless dst must grow.
 func AppendHeaderBlock(dst []byte, h map[string][]string, lim *BlockLimits) ([]byte, error) {
@@ -157,7 +178,7 @@ func AppendHeaderBlock(dst []byte, h map[string][]string, lim *BlockLimits) ([]b
 			if len(v) > lim.MaxValue || len(v) > MaxPayload {
 				return dst[:start], ErrBlockValueLength
 			}
-			if !validValue(v) {
+			if !validValueString(v) {
 				return dst[:start], ErrBlockBadValue
 			}
 			dst = append(dst, byte(len(k)))

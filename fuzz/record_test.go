@@ -14,7 +14,7 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/stretchr/testify/require"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 
 	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/fuzz/wsref"

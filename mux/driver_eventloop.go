@@ -188,12 +188,15 @@ func (s *Session) startEventLoop(conn net.Conn, br *bufio.Reader) error {
 	c.pre = handshakeBytes(br)
 	c.timer.Init(loop.wheel, c.onTimer)
 	s.drv = c
+	if s.res != nil {
+		// Closed when the worker leaves conn. Set before the
+		// registration: a worker may run the session at once (a
+		// connection that fails right after the 101 ends it there).
+		s.readerDone = make(chan struct{})
+	}
 	if err := loop.poller.Add(&c.reg, conn, c); err != nil {
 		s.drv = nil // startDriver falls back to a goroutine driver; nothing ran
 		return err
-	}
-	if s.res != nil {
-		s.readerDone = make(chan struct{}) // closed when the worker leaves conn
 	}
 	c.signal(evRead | evWake)
 	return nil

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
-	"github.com/stretchr/testify/require"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 
 	"github.com/wsmux/wsmux/frame"
 )

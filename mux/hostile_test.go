@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
+	"github.com/wsmux/wsmux/internal/testkit/leakcheck"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 
 	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/mux/internal/wsio"
@@ -129,7 +129,7 @@ func TestHostileRapidReset(t *testing.T) {
 			name = "handler"
 		}
 		t.Run(name, func(t *testing.T) {
-			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			defer leakcheck.VerifyNone(t, leakcheck.IgnoreCurrent())
 			var handled, accepted atomic.Int64
 			cfg := &Config{MaxStreams: 2 * attempts, AcceptBacklog: 2 * attempts}
 			if withHandler {

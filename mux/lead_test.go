@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/wsmux/wsmux/internal/testkit/assert"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 
 	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/internal/loopback"

@@ -13,15 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
+	"github.com/wsmux/wsmux/internal/testkit/leakcheck"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 
 	"github.com/wsmux/wsmux/frame"
 )
 
 func TestMain(m *testing.M) {
 	leadHook = watchedLeadHook // before any session starts: no race
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }
 
 // pipePair starts a client and a server session over net.Pipe.

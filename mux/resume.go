@@ -52,6 +52,13 @@ var (
 	// ErrRetainedOverBound: the peer left more of our bytes
 	// unacknowledged than its windows allow (ENHANCE_YOUR_CALM).
 	ErrRetainedOverBound = engine.ErrRetainedOverBound
+	// ErrResumeNotNegotiated: the connection was lost before the peer's
+	// SETTINGS arrived, so resumption was not in effect yet (it is once
+	// both endpoints' SETTINGS set RESUME) and the session ended at once,
+	// as without resumption (code INTERNAL_ERROR, the connection's error
+	// wrapped too): a server does not keep such a session for its client,
+	// and a client does not redial one. Open a new session.
+	ErrResumeNotNegotiated = engine.ErrResumeNotNegotiated
 )
 
 const defaultResumeTimeout = 30 * time.Second
@@ -121,7 +128,9 @@ type resumer struct {
 
 // lost is called by the reader or the writer when the connection failed
 // with err (s.mu held): it suspends the session if it can and reports
-// whether it did. The client starts redialling.
+// whether it did. The client starts redialling. A session whose peer's
+// SETTINGS had not arrived is not suspended: it ends here, with
+// ErrResumeNotNegotiated (the caller's own ending is then a no-op).
 func (s *Session) lost(now time.Duration, err error) bool {
 	r := s.res
 	if r == nil || (r.redial == nil && r.reg == nil) {
@@ -129,6 +138,11 @@ func (s *Session) lost(now time.Duration, err error) bool {
 	}
 	was := s.e.Suspended()
 	if !s.e.Suspend(now) {
+		// A write that found the peer's close already answered: the
+		// reader's account of the end wins (writeError waits for it).
+		if !errors.Is(err, wsio.ErrCloseSent) {
+			s.e.LostBeforeResume(err)
+		}
 		return false
 	}
 	if !was {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/wsmux/wsmux/internal/testkit/leakcheck"
 
 	"github.com/wsmux/wsmux/frame"
 )
@@ -168,9 +168,9 @@ func openFDs(t *testing.T) int {
 // AcceptStream all get it; no goroutine and no descriptor is left.
 func TestResumeTimeoutExpiry(t *testing.T) {
 	fds := openFDs(t)
-	ignore := goleak.IgnoreCurrent()
+	ignore := leakcheck.IgnoreCurrent()
 	t.Cleanup(func() { // runs last: after the servers and proxies closed
-		goleak.VerifyNone(t, ignore)
+		leakcheck.VerifyNone(t, ignore)
 		if n := openFDs(t); n > fds {
 			t.Errorf("%d descriptors open, %d before", n, fds)
 		}

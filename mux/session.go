@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -286,11 +287,17 @@ func (s *Session) Ping(ctx context.Context) (time.Duration, error) {
 	return e.LastRTT(), nil
 }
 
-// GoAway starts a graceful shutdown: a GOAWAY with code tells the peer to
-// open no new streams, and Open fails with ErrGoAway here too; existing
-// streams finish. The session closes when the last stream ends, or after
-// Config.CloseTimeout.
+// GoAway starts a graceful shutdown: a GOAWAY tells the peer to open no new
+// streams, and Open fails with ErrGoAway here too; existing streams finish.
+// The session closes when the last stream ends, or after
+// Config.CloseTimeout. code must be frame.NoError, the only graceful code
+// (spec 9.4: a GOAWAY with any other code ends the session at once on the
+// peer's side); any other code is refused with ErrGoAwayCode and nothing is
+// sent.
 func (s *Session) GoAway(code frame.ErrorCode) error {
+	if code != frame.NoError {
+		return fmt.Errorf("%w (got %s)", ErrGoAwayCode, code)
+	}
 	s.mu.Lock()
 	defer s.unlock()
 	if err := s.e.Err(); err != nil {

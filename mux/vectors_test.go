@@ -26,7 +26,7 @@ import (
 )
 
 // Session-level use of the language-neutral vectors of testdata/vectors
-// (the scripted conversations run in cmd/wsmux/internal/wireconf's tests):
+// (the scripted conversations run in conformance's tests):
 // every invalid frame and message ends a real session with the code the
 // vector names, the WebSocket close of the spec's section 10.2 follows, and
 // every valid header block reaches the application as the vector says.

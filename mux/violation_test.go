@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
+	"github.com/wsmux/wsmux/internal/testkit/leakcheck"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 
 	"github.com/wsmux/wsmux/frame"
 )
@@ -212,7 +212,7 @@ func TestPeerViolations(t *testing.T) {
 // of the session's own stream is leading (driver_fastpaths_lead.go) when the peer sends it;
 // over "tcp-eventloop" the event loop's parser and workers meet it.
 func peerViolation(t *testing.T, transport string, cfg *Config, first, settings []byte, silent bool, frames func() [][]byte, code frame.ErrorCode) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, leakcheck.IgnoreCurrent())
 	var a, b net.Conn
 	if transport == "pipe" {
 		a, b = net.Pipe()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the TypeScript client's and the web terminal's tests need
-# (clients/ts, cmd/wsmux/internal/tsinterop, cmd/wsmux/internal/webui) from
+# (clients/ts, internal/tsinterop, gateway/webui) from
 # Debian's packages: Node.js and npm when the machine has none, and the
 # chromium browser that puppeteer-core drives headless. The npm packages
 # themselves come from package-lock.json through `npm ci` (make ts-test).

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every native fuzz target (func FuzzX(f *testing.F) in a _test.go file) of
-# the module for $1 each (default 60s), one `go test -fuzz` per package and target.
+# every module (scripts/modules.sh) for $1 each (default 60s), one `go test -fuzz`
+# per package and target, run in the package's own module.
 #
 # Environment (all optional):
 #   FUZZPARALLEL      fuzz workers per target (go test -parallel; default GOMAXPROCS)
@@ -16,8 +17,9 @@ cd "$(dirname "$0")/.."
 t=${1:-60s}
 minimize=${FUZZMINIMIZETIME:-10s}
 failed=()
-for pkg in $(go list ./...); do
-  dir=$(go list -f '{{.Dir}}' "$pkg")
+for pkgdir in $(for m in $(bash scripts/modules.sh); do (cd "$m" && go list -f '{{.ImportPath}}={{.Dir}}' ./...); done); do
+  pkg=${pkgdir%%=*}
+  dir=${pkgdir#*=}
   for target in $(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)\(f \*testing\.F\)' "$dir"/*_test.go 2>/dev/null | sed -E 's/^func (Fuzz[A-Za-z0-9_]+).*/\1/' | sort -u); do
     if [ -n "${FUZZTARGETS:-}" ] && ! echo "$pkg $target" | grep -qE "$FUZZTARGETS"; then
       continue
@@ -36,7 +38,7 @@ for pkg in $(go list ./...); do
     before=$(ls "$dir/testdata/fuzz/$target" 2>/dev/null | sort || true)
     log=$(mktemp)
     rc=0
-    go test "${args[@]}" "$pkg" "${extra[@]}" 2>&1 | tee "$log" || rc=$?
+    (cd "$dir" && go test "${args[@]}" . "${extra[@]}") 2>&1 | tee "$log" || rc=$?
     after=$(ls "$dir/testdata/fuzz/$target" 2>/dev/null | sort || true)
     if [ $rc -ne 0 ] && [ "$before" = "$after" ] && grep -q '^    context deadline exceeded$' "$log"; then
       # Go's fuzz coordinator can fail a run at the -fuzztime boundary with a bare

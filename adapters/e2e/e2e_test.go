@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsmux/wsmux/adapters/internal/kubelettest"
+	"github.com/wsmux/wsmux/adapters/e2e/internal/kubelettest"
 	apispdy "k8s.io/apimachinery/pkg/util/httpstream/spdy"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/wsmux/wsmux/adapters/bridge"
+	"github.com/wsmux/wsmux/adapters/e2e/internal/kubelettest"
 	wsmuxhttpstream "github.com/wsmux/wsmux/adapters/httpstream"
-	"github.com/wsmux/wsmux/adapters/internal/kubelettest"
 	apihttpstream "k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/client-go/tools/portforward"

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/wsmux/wsmux/adapters/bridge"
+	"github.com/wsmux/wsmux/adapters/e2e/internal/kubelettest"
 	wsmuxhttpstream "github.com/wsmux/wsmux/adapters/httpstream"
-	"github.com/wsmux/wsmux/adapters/internal/kubelettest"
 	clientspdy "k8s.io/client-go/transport/spdy"
 )
 

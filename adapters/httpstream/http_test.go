@@ -30,8 +30,9 @@ func upgradeServer(t testing.TB, up k8shttpstream.ResponseUpgrader, h k8shttpstr
 }
 
 // wsmuxHTTPFactory: a real HTTP upgrade through the RoundTripper, negotiated
-// by client-go's spdy.NegotiateStreaming (which wraps the connection and its
-// streams in client-go's adapters), against the ResponseUpgrader.
+// by client-go's spdy.Negotiate (as every supported client-go has it; the
+// k8s.io/streaming view is taken with ForStreaming), against the
+// ResponseUpgrader.
 func wsmuxHTTPFactory(t testing.TB, h k8shttpstream.NewStreamHandler) (k8shttpstream.Connection, k8shttpstream.Connection) {
 	conns := make(chan k8shttpstream.Connection, 1)
 	srv := upgradeServer(t, wsmuxhttpstream.NewResponseUpgraderForStreaming(), h, conns)
@@ -40,9 +41,13 @@ func wsmuxHTTPFactory(t testing.TB, h k8shttpstream.NewStreamHandler) (k8shttpst
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
-	client, proto, err := clientspdy.NegotiateStreaming(rt, &http.Client{Transport: rt}, req, testProtocol)
+	conn, proto, err := clientspdy.Negotiate(rt, &http.Client{Transport: rt}, req, testProtocol)
 	if err != nil {
 		t.Fatal(err)
+	}
+	client := wsmuxhttpstream.ForStreaming(conn)
+	if client == nil {
+		t.Fatalf("Negotiate returned a %T, not the adapter's connection", conn)
 	}
 	if proto != testProtocol {
 		t.Fatalf("negotiated %q", proto)

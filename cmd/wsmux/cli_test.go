@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
+	"github.com/wsmux/wsmux/internal/testnet"
 )
 
 // watchBuf captures a command's output and tells when a line with a given
@@ -214,6 +214,14 @@ func TestBadInputs(t *testing.T) {
 			exitUsage, []string{"--token-file", "has no user", "TOKEN,USER", "--impersonate=false"}},
 		{"gateway bad policy file", []string{"gateway", "--listen", "127.0.0.1:0", "--token-file", tok, "--impersonate=false", "--policy-file", tok},
 			exitUsage, []string{"--policy-file", "policy"}},
+		{"gateway null origin", []string{"gateway", "--listen", "127.0.0.1:0", "--token-file", tok, "--impersonate=false", "--allowed-origins", "https://ok.example,null"},
+			exitUsage, []string{"--allowed-origins", `"null"`, "cannot be allowed"}},
+		{"serve origin with a path", []string{"tunnel", "serve", "--listen", "127.0.0.1:0", "--allow", "127.0.0.1:1", "--token-file", tok,
+			"--allowed-origins", "https://app.example/console"}, exitUsage, []string{"--allowed-origins", "SCHEME://HOST[:PORT]"}},
+		{"zero idle timeout", []string{"tunnel", "serve", "--listen", "127.0.0.1:0", "--allow", "127.0.0.1:1", "--token-file", tok,
+			"--idle-timeout", "0s"}, exitUsage, []string{"--idle-timeout", "positive"}},
+		{"negative connection limit", []string{"gateway", "--listen", "127.0.0.1:0", "--token-file", tok, "--impersonate=false", "--max-connections", "-1"},
+			exitUsage, []string{"--max-connections", "0 (no limit)"}},
 		{"negative stream limit", []string{"gateway", "--listen", "127.0.0.1:0", "--token-file", tok, "--max-streams", "-1"},
 			exitUsage, []string{"--max-streams"}},
 		{"403 from a server that does not speak wsmux", []string{"tunnel", "forward", "--server", forbidden.URL, "--token-file", tok, "0:127.0.0.1:1"},

@@ -15,8 +15,8 @@ import (
 	"github.com/gobwas/ws"
 	"github.com/spf13/cobra"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/tunnel"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/wireconf"
+	"github.com/wsmux/wsmux/conformance"
+	"github.com/wsmux/wsmux/gateway/tunnel"
 )
 
 func init() { extraCommands = append(extraCommands, newConformanceCmd) }
@@ -48,10 +48,12 @@ means /tunnel, so the URL of a 'wsmux tunnel serve' works as it is).
 --listen ADDR runs as a server: the client under test must connect to ADDR
 (any path) and connect again each time a session ends, once per check.
 
-Checks of normal stream behaviour (data, half-close, credit, drain) need an
-application that echoes every stream the runner opens and half-closes after the
-runner's FIN: say so with --echo, and give the header the streams need with
---header (for 'wsmux tunnel serve', 'Target: HOST:PORT' of an allowed echo service).
+Checks of normal stream behaviour (data, half-close, credit, STOP_SENDING,
+drain) need an application that echoes every stream the runner opens,
+half-closes after the runner's FIN and, once the runner stopped reading a
+stream (STOP_SENDING), keeps reading it until that FIN: say so with --echo, and
+give the header the streams need with --header (for 'wsmux tunnel serve',
+'Target: HOST:PORT' of an allowed echo service, docs/spec/wsmux-tunnel-v1.md).
 Checks that wait for a peer's timers (up to a minute each) run with --slow.
 
 Then the checks of the resumption extension (docs/spec/wsmux-resume-v1.md,
@@ -70,7 +72,7 @@ not negotiate RESUME gets SKIP for them.`,
 			if (cf.server == "") == (listen == "") {
 				return usageErrorf("give exactly one of --server and --listen")
 			}
-			o := wireconf.Options{Echo: echo, Slow: slow, Timeout: timeout, AcceptTimeout: acceptTimeout, Out: cmd.OutOrStdout()}
+			o := conformance.Options{Echo: echo, Slow: slow, Timeout: timeout, AcceptTimeout: acceptTimeout, Out: cmd.OutOrStdout()}
 			if run != "" {
 				re, err := regexp.Compile(run)
 				if err != nil {
@@ -110,7 +112,7 @@ not negotiate RESUME gets SKIP for them.`,
 			}
 			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer cancel()
-			sum, err := wireconf.Run(ctx, o)
+			sum, err := conformance.Run(ctx, o)
 			var se ws.StatusError
 			if errors.As(err, &se) && (se == 401 || se == 403) {
 				return authError(err)

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
+	"github.com/wsmux/wsmux/internal/testnet"
 	"github.com/wsmux/wsmux/mux"
 )
 

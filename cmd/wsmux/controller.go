@@ -7,10 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/gateway"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/handoff"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/ticket"
+	"github.com/wsmux/wsmux/gateway"
+	"github.com/wsmux/wsmux/gateway/auth"
+	"github.com/wsmux/wsmux/gateway/handoff"
+	"github.com/wsmux/wsmux/gateway/ticket"
 )
 
 // controllerFlags are the gateway's flags for controllers that hand it
@@ -19,6 +19,9 @@ type controllerFlags struct {
 	handoffSocket string
 	allowUIDs     []int
 	ticketKeys    []string
+	// maxConns bounds the handed-off connections (the gateway's
+	// --max-connections; negative: no limit).
+	maxConns int
 }
 
 func (f *controllerFlags) register(c *cobra.Command) {
@@ -83,7 +86,7 @@ func (f *controllerFlags) start(a *app, g *gateway.Gateway, h http.Handler, relo
 			uids = []int{os.Getuid()}
 		}
 		s, err := handoff.Listen(handoff.Config{Path: f.handoffSocket, AllowUIDs: uids, ServeAs: g.ServeAs,
-			Stopping: g.Health().Stopping, Metrics: g.Metrics(), Logger: a.log})
+			Stopping: g.Health().Stopping, Metrics: g.Metrics(), Logger: a.log, MaxConns: f.maxConns})
 		if err != nil {
 			stop()
 			return nil, nil, usageErrorf("--handoff-socket: %v", err)

@@ -25,10 +25,10 @@ import (
 
 	"k8s.io/client-go/tools/remotecommand"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/clustertest"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/handoff/handofftest"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
 	"github.com/wsmux/wsmux/controller"
+	"github.com/wsmux/wsmux/gateway/clustertest"
+	"github.com/wsmux/wsmux/gateway/handoff/handofftest"
+	"github.com/wsmux/wsmux/internal/testnet"
 )
 
 // ctlEnv is `wsmux gateway` with --ticket-key and --handoff-socket in
@@ -270,7 +270,10 @@ func TestPythonControllerTickets(t *testing.T) {
 func TestGoExampleController(t *testing.T) {
 	e := startControllerGateway(t, os.Getuid())
 	bin := filepath.Join(t.TempDir(), "controller-go")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../examples/controller-go").CombinedOutput(); err != nil {
+	// The example belongs to the core module: build it from its own folder.
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = "../../examples/controller-go"
+	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	tokenFile := writeFile(t, "go-token", "ctl-go\n")

@@ -21,11 +21,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/clustertest"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/gateway"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/webui"
+	"github.com/wsmux/wsmux/controller"
+	"github.com/wsmux/wsmux/gateway"
+	"github.com/wsmux/wsmux/gateway/auth"
+	"github.com/wsmux/wsmux/gateway/clustertest"
+	"github.com/wsmux/wsmux/gateway/ops"
+	"github.com/wsmux/wsmux/gateway/webui"
 )
 
 const demoUser = "demo"
@@ -102,10 +103,16 @@ func runDemo(a *app, listen, dir, kubeconfig string, exposeShell bool) error {
 	if err != nil {
 		return err
 	}
+	webGate, err := ops.NewConnGate("demo-web", ops.DefaultMaxConns, nil, nil, a.log)
+	if err != nil {
+		return err
+	}
+	webLimited, webHook := ops.LimitListener(webLn, webGate)
 	web := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "Hello from pod web in the wsmux demo: %s %s\n", r.Method, r.URL.Path)
-	}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = web.Serve(webLn) }()
+	}), ConnState: webHook}
+	ops.ConnLimits{}.Apply(web)
+	go func() { _ = web.Serve(webLimited) }()
 	defer web.Close()
 
 	cl, err := clustertest.New(clustertest.Options{Dir: shellDir, PTY: true, Forward: func(pod string, port int32) string {
@@ -150,7 +157,7 @@ func runDemo(a *app, listen, dir, kubeconfig string, exposeShell bool) error {
 	}
 
 	g, err := gateway.New(gateway.Config{
-		Auth:        auth.NewWithUsers([]auth.Token{{Token: token, User: auth.User{Name: demoUser, Groups: []string{"demo-users"}}}}, nil),
+		Auth:        auth.NewWithUsers([]auth.Token{{Token: token, User: controller.User{Name: demoUser, Groups: []string{"demo-users"}}}}, nil),
 		Impersonate: true, Cluster: cl.RestConfig(), Logger: a.log, DrainTimeout: drainBound(5 * time.Second),
 		ResumeTimeout: 30 * time.Second,
 	})
@@ -179,7 +186,7 @@ Ctrl-C stops the demo.
 `, server, demoUser, shellDir, kubeconfig, self, server, caFile, tokenFile, server, webui.Prefix, caFile, tokenFile)
 	a.log.Info("demo: serving", "gateway", server, "cluster", cl.Server.URL, "kubeconfig", kubeconfig)
 	return ops.Serve(ctx, ln, webui.Wrap(g.Handler()), ops.ServerOptions{
-		Certificate: cert, ShutdownTimeout: 5 * time.Second, Abort: a.aborted(), Logger: a.log,
+		Certificate: cert, ShutdownTimeout: 5 * time.Second, Abort: a.aborted(), Logger: a.log, Metrics: g.Metrics(),
 	}, g.Metrics().Sessions, g.Health())
 }
 

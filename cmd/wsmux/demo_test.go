@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
+	"github.com/wsmux/wsmux/internal/testnet"
 )
 
 // TestDemo starts `wsmux demo` and uses it as its printed instructions

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/kubeclient"
+	"github.com/wsmux/wsmux/gateway/kubeclient"
 )
 
 func newExecCmd(a *app) *cobra.Command {

@@ -8,10 +8,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/gateway"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/webui"
+	"github.com/wsmux/wsmux/gateway"
+	"github.com/wsmux/wsmux/gateway/auth"
+	"github.com/wsmux/wsmux/gateway/ops"
+	"github.com/wsmux/wsmux/gateway/webui"
 )
 
 func newGatewayCmd(a *app) *cobra.Command {
@@ -62,7 +62,18 @@ client certificate signed by that CA (a presented certificate that does not
 verify is rejected even with a valid token). Unauthenticated requests get 401,
 malformed paths and non-upgrade requests 400, each with a plain-text body
 saying why, a log line and a wsmux_auth_failures_total/wsmux_bad_requests_total
-count; nothing is forwarded for them.
+count; nothing is forwarded for them. A request that carries its credential
+twice (two Authorization headers, say) gets 400.
+
+Browsers: a request with an Origin header (every WebSocket upgrade a web page
+makes) must come from the gateway's own origin (the scheme and Host it came
+to) or one of --allowed-origins, else it gets 403 whatever its credentials,
+so another site's page cannot use a browser's client certificate or cookies.
+kubectl, client-go and wsmux send no Origin.
+
+Connections: a kept-alive connection idle for --idle-timeout is closed, and
+connections beyond --max-connections (on --listen, and handed-off ones on
+--handoff-socket) are closed at once and counted.
 
 Also serves /healthz and /metrics (Prometheus) without authentication, and
 at /ui/ a web terminal (exec with a TTY over wsmux from the browser; the
@@ -154,18 +165,19 @@ finish for --shutdown-timeout, then close what is left.`,
 				go rl.Watch(stop, reloadEvery)
 			}
 			g, err := gateway.New(gateway.Config{
-				Auth: authn, Impersonate: impersonate, Policy: policy, Cluster: cluster, Upstream: upstream, Limits: lf.limits(),
+				Auth: authn, Origins: sf.origins, Impersonate: impersonate, Policy: policy, Cluster: cluster, Upstream: upstream, Limits: lf.limits(),
 				DrainTimeout: drainBound(sf.shutdownTimeout), ResumeTimeout: resf.timeout, AffinityCookie: affinity, Logger: a.log, Metrics: m,
 			})
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
+			cf.maxConns = sf.conns().MaxConns // each listener has its own
 			h, stopControllers, err := cf.start(a, g, g.Handler(), reloadEvery)
 			if err != nil {
 				return err
 			}
 			defer stopControllers()
-			return sf.serve(a, webui.Wrap(h), pool != nil, g.Metrics().Sessions, g.Health(), "gateway",
+			return sf.serve(a, webui.Wrap(h), pool != nil, g.Metrics(), g.Health(), "gateway",
 				"client_ca", clientCA != "", "cluster", cluster.Host, "upstream", upstream)
 		},
 	}

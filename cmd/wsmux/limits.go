@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
+	"github.com/wsmux/wsmux/gateway/ops"
 )
 
 // limitFlags are the per-caller limits of tunnel serve and gateway.

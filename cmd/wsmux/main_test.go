@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/goleak"
+	"github.com/wsmux/wsmux/internal/testkit/leakcheck"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/clustertest"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
+	"github.com/wsmux/wsmux/gateway/clustertest"
+	"github.com/wsmux/wsmux/internal/testnet"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testnet.IgnoredGoroutines()...) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m, testnet.IgnoredGoroutines()...) }
 
 // invoke runs the command line in-process and returns its exit code and
 // output. ctx, when not nil, stands in for SIGTERM.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/kubeclient"
+	"github.com/wsmux/wsmux/gateway/kubeclient"
 )
 
 func newPortForwardCmd(a *app) *cobra.Command {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/clustertest"
+	"github.com/wsmux/wsmux/gateway/clustertest"
 )
 
 // waitMetric polls url (a /metrics page) until it has line: the reload is

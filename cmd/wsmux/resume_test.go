@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
+	"github.com/wsmux/wsmux/internal/testnet"
 )
 
 // demoEnv is a running `wsmux demo`: the gateway's address, the client

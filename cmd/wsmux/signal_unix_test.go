@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/testnet"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/tunnel"
+	"github.com/wsmux/wsmux/gateway/auth"
+	"github.com/wsmux/wsmux/gateway/tunnel"
+	"github.com/wsmux/wsmux/internal/testnet"
 	"github.com/wsmux/wsmux/mux"
 )
 

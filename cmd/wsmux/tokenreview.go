@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
+	"github.com/wsmux/wsmux/gateway/auth"
 )
 
 // reviewFlags configure the gateway's TokenReview webhook, named as
@@ -27,7 +27,7 @@ func (f *reviewFlags) register(c *cobra.Command) {
 func (f *reviewFlags) set() bool { return f.config != "" }
 
 // apply makes authn send unknown bearer tokens to the webhook.
-func (f *reviewFlags) apply(authn *auth.Authenticator) error {
+func (f *reviewFlags) apply(authn *auth.Credentials) error {
 	if f.config == "" {
 		return nil
 	}

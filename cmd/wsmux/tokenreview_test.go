@@ -12,7 +12,7 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/clustertest"
+	"github.com/wsmux/wsmux/gateway/clustertest"
 )
 
 // TestGatewayTokenReviewFlag: `wsmux gateway` with only

@@ -10,9 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/auth"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/ops"
-	"github.com/wsmux/wsmux/cmd/wsmux/internal/tunnel"
+	"github.com/wsmux/wsmux/gateway/auth"
+	"github.com/wsmux/wsmux/gateway/ops"
+	"github.com/wsmux/wsmux/gateway/origin"
+	"github.com/wsmux/wsmux/gateway/tunnel"
 	"github.com/wsmux/wsmux/mux"
 )
 
@@ -39,8 +40,14 @@ type serverFlags struct {
 	tokenFile       string
 	shutdownTimeout time.Duration
 	pprof           bool
+	allowedOrigins  []string
+	maxConns        int
+	idleTimeout     time.Duration
+	readHeader      time.Duration
 	// cert is the --tls-cert/--tls-key pair, loaded by validate.
 	cert *tls.Certificate
+	// origins is --allowed-origins, parsed by validate.
+	origins *origin.Policy
 }
 
 func (f *serverFlags) register(c *cobra.Command, defListen string) {
@@ -51,11 +58,25 @@ func (f *serverFlags) register(c *cobra.Command, defListen string) {
 	fl.StringVar(&f.tokenFile, "token-file", "", "file of accepted bearer tokens, one per line (# comments allowed)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT: how long sessions may drain after GOAWAY before they are closed (a second signal closes them at once)")
 	fl.BoolVar(&f.pprof, "pprof", false, "also serve Go's /debug/pprof/ profiles next to /metrics (no authentication: expose with care)")
+	fl.IntVar(&f.maxConns, "max-connections", ops.DefaultMaxConns, "connections open at once on --listen (HTTP ones and the sessions they became); more are closed at once and counted in wsmux_connections_refused_total (0: no limit)")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", ops.DefaultIdleTimeout, "close a kept-alive HTTP connection that has waited this long for its next request (sessions are not affected)")
+	fl.DurationVar(&f.readHeader, "read-header-timeout", ops.DefaultReadHeaderTimeout, "close a connection whose request head has not arrived whole within this long")
+	fl.StringSliceVar(&f.allowedOrigins, "allowed-origins", nil, "origins (SCHEME://HOST[:PORT], comma-separated or repeated) of web pages that may use this server from a browser besides its own; requests with another Origin header get 403 (clients that are not browsers send none)")
+}
+
+// conns are the listener's limits of the flags (--max-connections 0 is no
+// limit).
+func (f *serverFlags) conns() ops.ConnLimits {
+	l := ops.ConnLimits{MaxConns: f.maxConns, IdleTimeout: f.idleTimeout, ReadHeaderTimeout: f.readHeader}
+	if l.MaxConns == 0 {
+		l.MaxConns = -1
+	}
+	return l
 }
 
 // serve listens on --listen and serves h until SIGTERM or SIGINT, then
-// drains (see ops.Serve).
-func (f *serverFlags) serve(a *app, h http.Handler, requestClientCert bool, tr *ops.Tracker, health *ops.Health, what string, kv ...any) error {
+// drains (see ops.Serve); m's sessions count against --max-connections.
+func (f *serverFlags) serve(a *app, h http.Handler, requestClientCert bool, m *ops.Metrics, health *ops.Health, what string, kv ...any) error {
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w: pick another address or stop what uses it", f.listen, err)
@@ -65,11 +86,13 @@ func (f *serverFlags) serve(a *app, h http.Handler, requestClientCert bool, tr *
 	if f.pprof {
 		h = ops.WithPprof(h)
 	}
-	a.log.Info(what+": serving", append([]any{"listen", ln.Addr().String(), "tls", f.cert != nil, "pprof", f.pprof}, kv...)...)
+	a.log.Info(what+": serving", append([]any{"listen", ln.Addr().String(), "tls", f.cert != nil, "pprof", f.pprof,
+		"allowed_origins", f.origins.Allowed(), "max_connections", f.maxConns, "idle_timeout", f.idleTimeout}, kv...)...)
 	return ops.Serve(ctx, ln, h, ops.ServerOptions{
 		Certificate: f.cert, RequestClientCert: requestClientCert,
 		ShutdownTimeout: f.shutdownTimeout, Abort: a.aborted(), Logger: a.log,
-	}, tr, health)
+		Conns: f.conns(), Metrics: m,
+	}, m.Sessions, health)
 }
 
 // validate checks the listening flags, and loads the TLS pair, before
@@ -81,6 +104,20 @@ func (f *serverFlags) validate() error {
 	if f.shutdownTimeout <= 0 {
 		return usageErrorf("--shutdown-timeout %s: want a positive duration, for example 30s", f.shutdownTimeout)
 	}
+	if f.idleTimeout <= 0 {
+		return usageErrorf("--idle-timeout %s: want a positive duration, for example 2m", f.idleTimeout)
+	}
+	if f.readHeader <= 0 {
+		return usageErrorf("--read-header-timeout %s: want a positive duration, for example 10s", f.readHeader)
+	}
+	if f.maxConns < 0 {
+		return usageErrorf("--max-connections %d: want 0 (no limit) or more", f.maxConns)
+	}
+	origins, err := origin.Parse(f.allowedOrigins)
+	if err != nil {
+		return usageErrorf("--allowed-origins: %v", err)
+	}
+	f.origins = origins
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usageErrorf("--tls-cert and --tls-key go together: pass both (the certificate and its private key) or neither")
 	}
@@ -156,7 +193,12 @@ refused with a stream reset carrying code TARGET_NOT_ALLOWED (0x1001) and logged
 unreachable ones with TARGET_DIAL_FAILED (0x1002).
 
 Callers must send "Authorization: Bearer TOKEN" with a token from --token-file
-(compared in constant time); others get 401 and nothing is forwarded.
+(compared in constant time); others get 401 and nothing is forwarded, and a
+request with two Authorization headers gets 400. An upgrade from a web page
+(its Origin header) of another origin than the server's gets 403 unless
+--allowed-origins lists it. A kept-alive HTTP connection idle for --idle-timeout
+is closed (sessions are not), and connections beyond --max-connections are
+closed at once.
 
 Also serves /healthz (200, or 503 while shutting down) and /metrics (Prometheus).
 On SIGTERM or SIGINT: stop accepting, GOAWAY every session, let streams finish
@@ -194,6 +236,7 @@ for --shutdown-timeout, then close what is left.`,
 			srv, err := tunnel.NewServer(tunnel.ServerConfig{
 				Allow:          allow,
 				Auth:           auth.New(tokens, nil),
+				Origins:        sf.origins,
 				DialTimeout:    dialTimeout,
 				Mux:            mc,
 				Limits:         lf.limits(),
@@ -204,7 +247,7 @@ for --shutdown-timeout, then close what is left.`,
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
-			err = sf.serve(a, srv.Handler(), false, srv.Metrics().Sessions, srv.Health(), "tunnel", "allow", allow)
+			err = sf.serve(a, srv.Handler(), false, srv.Metrics(), srv.Health(), "tunnel", "allow", allow)
 			srv.Wait()
 			return err
 		},

@@ -5,7 +5,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 )
 
 func TestPair(t *testing.T) {

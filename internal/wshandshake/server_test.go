@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 )
 
 // upgradeRequest is a valid wsmux upgrade request to url.

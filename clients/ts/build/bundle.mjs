@@ -1,4 +1,4 @@
-// Builds the web terminal (web/) into cmd/wsmux/internal/webui/static/,
+// Builds the web terminal (web/) into gateway/webui/static/,
 // which wsmux embeds: app.js (esbuild, minified, no source map), app.css
 // (xterm's stylesheet and ours), index.html. With --check it builds in memory
 // and fails when the committed files differ (make test runs that).
@@ -9,7 +9,7 @@ import { dirname, join } from "node:path";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
-const out = join(root, "..", "..", "cmd", "wsmux", "internal", "webui", "static");
+const out = join(root, "..", "..", "gateway", "webui", "static");
 const check = process.argv.includes("--check");
 
 const js = await build({

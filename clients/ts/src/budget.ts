@@ -2,15 +2,22 @@
 
 import { ErrorCode, ProtocolViolation } from "./errors.js";
 
-/** Counts events in fixed windows; hit() is false once more than limit fell in one window. */
+/**
+ * Counts events in fixed windows (spec 11): the first from the session's
+ * start (construction), each later one from the first event windowMs or more
+ * after the current one began. hit() is false once more than limit fell in
+ * one window: the limit-th event is allowed, the next one is not.
+ */
 export class WindowBudget {
   private count = 0;
-  private start = 0;
+  private start: number;
   constructor(
     readonly limit: number,
     readonly windowMs: number,
     private readonly now: () => number,
-  ) {}
+  ) {
+    this.start = now();
+  }
   /** Counts one event; false when the budget is exceeded. */
   hit(): boolean {
     const t = this.now();
@@ -22,7 +29,7 @@ export class WindowBudget {
   }
 }
 
-/** A token bucket: burst tokens, refilled at rate per second. */
+/** A token bucket (spec 11): burst tokens, full at construction, refilled continuously at rate per second; take() fails below one token. */
 export class TokenBucket {
   private tokens: number;
   private last: number;

@@ -111,6 +111,8 @@ export function checkHeader(type: number, flags: number, rawId: number, arg: num
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 const lenient = new TextDecoder("utf-8");
+// Header values are UTF-8 text kept exactly: a leading U+FEFF is part of the value.
+const utf8Value = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 const enc = new TextEncoder();
 
 function validUTF8(b: Uint8Array): boolean {
@@ -226,7 +228,9 @@ for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz") tokenChar
 
 /**
  * Decodes a header block (spec 5), checking its limits in the order of the
- * bytes. Throws ProtocolViolation with HEADER_TOO_LARGE or PROTOCOL_ERROR.
+ * bytes: the field count at a field's first byte, then the name length, the
+ * name, the value length, the value (no CR, LF, NUL; UTF-8). Throws
+ * ProtocolViolation with HEADER_TOO_LARGE or PROTOCOL_ERROR.
  */
 export function decodeHeaderBlock(b: Uint8Array, maxHeaderBytes = DEFAULT_LIMITS.maxHeaderBytes): HeaderFields {
   if (b.length > maxHeaderBytes) throw violation(ErrorCode.HEADER_TOO_LARGE, `header block of ${b.length} bytes over MAX_HEADER_BYTES ${maxHeaderBytes}`);
@@ -250,7 +254,13 @@ export function decodeHeaderBlock(b: Uint8Array, maxHeaderBytes = DEFAULT_LIMITS
       const c = b[i];
       if (c === 0x0d || c === 0x0a || c === 0) throw violation(ErrorCode.PROTOCOL_ERROR, "header value holds CR, LF or NUL");
     }
-    out.push([name, lenient.decode(b.subarray(off, off + vl))]);
+    let value: string;
+    try {
+      value = utf8Value.decode(b.subarray(off, off + vl));
+    } catch {
+      throw violation(ErrorCode.PROTOCOL_ERROR, "header value is not UTF-8");
+    }
+    out.push([name, value]);
     off += vl;
   }
   return out;

@@ -362,10 +362,9 @@ export class Session implements StreamHost {
       case FrameType.GOAWAY:
         return this.onGoAway(f);
       case FrameType.MAX_STREAMS:
-        if (f.arg > this.slots.ownCredit) {
-          this.slots.ownCredit = f.arg;
-          this.slots.wakeOpeners();
-        }
+        if (f.arg <= this.slots.ownCredit) return this.budgets.useless("MAX_STREAMS not above the credit");
+        this.slots.ownCredit = f.arg;
+        this.slots.wakeOpeners();
         return;
     }
   }
@@ -382,8 +381,10 @@ export class Session implements StreamHost {
 
   private onData(f: Frame): void {
     const n = f.payload.length;
-    this.flow.receive(n);
+    // The order of checks (7.8, 8.3): an idle stream, then the session
+    // window, then (on a live stream) its window, then DATA after FIN.
     const st = this.slots.lookup(f, "DATA");
+    this.flow.receive(n);
     if (!st) {
       this.consumed(null, n); // a closed stream: discarded, credited back (7.8)
       return;
@@ -416,7 +417,7 @@ export class Session implements StreamHost {
       return;
     }
     if (!st) return this.budgets.useless("HEADERS on a closed stream");
-    if (st.recvDone) return;
+    if (st.recvDone) return this.budgets.useless("HEADERS after the peer's FIN");
     if (f.flags & Flag.FIN) {
       if (st.local) st.markAccepted([]);
       st.fin();
@@ -484,9 +485,13 @@ export class Session implements StreamHost {
   private onGoAway(f: Frame): void {
     const debug = new TextDecoder().decode(f.payload);
     if (f.arg !== ErrorCode.NO_ERROR) {
-      this.end(new SessionError(f.arg, `the peer ended the session: GOAWAY ${codeName(f.arg)}${debug ? ": " + debug : ""}`, true), 1000, false);
+      // Only NO_ERROR drains (9.4): any other code ends the session at once,
+      // with no frame of ours, and a close with the code's status (10.2).
+      const status = closeStatus(f.arg);
+      this.end(new SessionError(f.arg, `the peer ended the session: GOAWAY ${codeName(f.arg)}${debug ? ": " + debug : ""}`, true, status), status, false);
       return;
     }
+    if (this.goAwayRecvSeen && f.streamId >= this.goAwayRecv) return this.budgets.useless("GOAWAY that lowers nothing");
     this.goAwayRecvSeen = true;
     this.goAwayRecv = Math.min(this.goAwayRecv, f.streamId);
     for (const st of [...this.slots.streams.values()])

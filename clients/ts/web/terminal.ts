@@ -137,6 +137,6 @@ $<HTMLFormElement>("target").addEventListener("submit", (ev) => {
   void connect();
 });
 
-// For the browser tests (cmd/wsmux/internal/webui) and the curious: the
+// For the browser tests (gateway/webui) and the curious: the
 // terminal and the client library; never the token.
 Object.assign(globalThis, { wsmuxUI: { term, lib: wsmux, exitCode: () => exitCode, session: () => session } });

@@ -61,7 +61,7 @@ const (
 	pingRate          = 10               // received PINGs per second (token bucket)
 	pingBurst         = 50               // bucket size
 	pingOutBurst      = 20               // our own PINGs: bucket size (at pingRate), well under a peer's pingBurst
-	maxQueuedPingAcks = 32               // PING ACKs waiting for the writer
+	maxQueuedPingAcks = 2 * pingBurst    // PING ACKs waiting for the writer: never below the burst a peer may send at once
 	maxUrgent         = 1000             // urgent queue entries induced by the peer
 	budgetWindow      = 10 * time.Second // window of the counters below
 	maxYoungResets    = 200              // peer resets of young streams (and resets it provoked) per window

@@ -36,16 +36,22 @@ func (timeoutError) Is(target error) bool {
 }
 
 // StreamError ends one stream: a RST_STREAM (or a refused open, or a
-// STOP_SENDING) with Code. Remote tells whether the peer sent it.
+// STOP_SENDING) with Code. Remote tells whether the peer sent it. Stop
+// marks the peer's STOP_SENDING: only our sending ended (Write fails with
+// it), and the peer's direction goes on (Read still works).
 type StreamError struct {
 	Code   frame.ErrorCode
 	Remote bool
 	Reason string
+	Stop   bool
 }
 
 // Error implements error.
 func (e *StreamError) Error() string {
 	s := "mux: stream reset"
+	if e.Stop {
+		s = "mux: stream stopped (STOP_SENDING)"
+	}
 	if e.Remote {
 		s += " by peer"
 	}

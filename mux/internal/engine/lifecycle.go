@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/wsmux/wsmux/frame"
@@ -168,8 +169,29 @@ func (e *Engine) endStream(st *Stream, err *StreamError, local bool) {
 	if st.local && !st.acked {
 		e.answer(st)
 	}
+	e.dropUntaken(st)
 	e.emitStream(st, EvReadable|EvWritable)
 	e.maybeFinish(st)
+}
+
+// dropUntaken takes a peer stream that was reset (either way) while it
+// still waited for the application, in the accept queue or for a handler,
+// out of that queue: it never reaches the application, and the receiver is
+// done with it at once (spec 7.3), so its slot comes back when it ends,
+// like the slot of a stream that leaves the backlog. How fast a peer can
+// cycle slots this way is what the reset budget bounds.
+func (e *Engine) dropUntaken(st *Stream) {
+	if st.local || st.handled {
+		return
+	}
+	for _, q := range []*[]*Stream{&e.acceptQ, &e.handlerQ} {
+		if i := slices.Index(*q, st); i >= 0 {
+			*q = slices.Delete(*q, i, i+1)
+			st.handled = true
+			e.repaySlot()
+			return
+		}
+	}
 }
 
 // maybeFinish removes st once both directions ended and, for a peer stream,

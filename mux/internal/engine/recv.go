@@ -74,16 +74,18 @@ func (e *Engine) handle(f *frame.Frame, now time.Duration) {
 	case frame.TypePing:
 		e.onPing(f, now)
 	case frame.TypeGoAway:
-		e.onGoAway(f)
+		e.onGoAway(f, now)
 	case frame.TypeSettings:
 		e.fail(frame.ProtocolError, errors.New("second SETTINGS frame"))
 	case frame.TypeReceived:
 		e.onReceived(f)
 	case frame.TypeMaxStreams:
-		if f.Arg > e.peerCredit {
-			e.peerCredit = f.Arg
-			e.emit(EvCredit)
+		if f.Arg <= e.peerCredit {
+			e.countUseless(now) // credit never goes down: it changes nothing
+			return
 		}
+		e.peerCredit = f.Arg
+		e.emit(EvCredit)
 	}
 }
 
@@ -152,26 +154,46 @@ func (e *Engine) onData(f *frame.Frame, now time.Duration) {
 		st.acked, st.ackImplied = true, true
 		e.answer(st)
 	}
-	if st.finRecv {
-		// DATA after the peer's FIN: the stream is broken, not the session.
+	if st.resetErr != nil && !st.flushing {
+		// RST_STREAM sent or received: the stream is closed for the
+		// peer's DATA (7.8), which counts against and is credited back to
+		// the session window alone (8.4).
 		e.discardSession(n)
-		if e.err == nil {
-			e.resetStream(st, frame.StreamClosed, "DATA after FIN", now, false)
-			e.stats.CountError(frame.StreamClosed)
-			// Resets the peer provokes count like its own (MadeYouReset).
-			if e.youngResets.add(now, maxYoungResets) {
-				e.fail(frame.EnhanceYourCalm, errors.New("too many provoked stream errors"))
-			}
+		return
+	}
+	if st.finRecv {
+		// DATA after the peer's FIN: checked against both windows first
+		// (beyond them it breaks the session, 8.3), then a stream error.
+		e.discardSession(n)
+		if e.err != nil {
+			return
+		}
+		if _, err := st.rx.Discard(n); err != nil {
+			e.fail(frame.FlowControlError, err)
+			return
+		}
+		e.resetStream(st, frame.StreamClosed, "DATA after FIN", now, false)
+		e.stats.CountError(frame.StreamClosed)
+		// Resets the peer provokes count like its own (MadeYouReset).
+		if e.youngResets.add(now, maxYoungResets) {
+			e.fail(frame.EnhanceYourCalm, errors.New("too many provoked stream errors"))
 		}
 		return
 	}
+	st.bytes += int64(n) // read or discarded, it was exchanged (rapid-reset accounting)
 	if st.readClosed || st.resetErr != nil {
+		// Read side closed (STOP_SENDING sent), or a reset still flushing
+		// our bytes (its RST_STREAM not sent yet): both windows, both
+		// credited back.
+		e.discardSession(n)
+		if e.err != nil {
+			return
+		}
 		d, err := st.rx.Discard(n)
 		if err != nil {
 			e.fail(frame.FlowControlError, err)
 			return
 		}
-		e.discardSession(n)
 		e.queueStreamWU(st, d)
 	} else {
 		if err := e.sessRecv.Receive(n); err != nil {
@@ -198,7 +220,6 @@ func (e *Engine) onData(f *frame.Frame, now time.Duration) {
 			data = data[k:]
 		}
 		st.rxq.write(data)
-		st.bytes += int64(n)
 		e.emitStream(st, EvReadable)
 	}
 	if f.Flags.Has(frame.FlagFIN) {
@@ -253,11 +274,14 @@ func (e *Engine) onHeaders(f *frame.Frame, now time.Duration) {
 		st.acked = true
 		e.answer(st)
 	default:
-		if e.liveStream(f, now) == nil {
+		st := e.liveStream(f, now)
+		if st == nil {
 			return
 		}
-		if !f.Flags.Has(frame.FlagFIN) {
-			e.countUseless(now) // metadata: accepted and ignored
+		if !f.Flags.Has(frame.FlagFIN) || st.finRecv {
+			// Metadata, or anything after the peer's FIN: accepted and
+			// ignored, but counted.
+			e.countUseless(now)
 			return
 		}
 	}
@@ -394,7 +418,7 @@ func (e *Engine) onStopSending(f *frame.Frame, now time.Duration) {
 	}
 	// Our send side ends: drop what is queued and send a bare FIN so the
 	// peer's receive side ends cleanly; the other direction goes on.
-	st.writeErr = &StreamError{Code: f.Code(), Remote: true}
+	st.writeErr = &StreamError{Code: f.Code(), Remote: true, Stop: true}
 	e.txQueued -= st.txq.Len()
 	st.txq.reset()
 	st.finQueued = true
@@ -440,33 +464,45 @@ func (e *Engine) onPing(f *frame.Frame, now time.Duration) {
 	e.pushUrgent(ctrl{typ: frame.TypePing, flags: frame.FlagACK, arg: f.Arg, peer: true})
 }
 
-func (e *Engine) onGoAway(f *frame.Frame) {
-	if !e.goawayRecv {
-		e.emit(EvGoAway)
-	}
-	last := f.StreamID
-	if e.goawayRecv && last > e.peerLastID {
-		last = e.peerLastID // a later GOAWAY may only lower last
-	}
-	e.goawayRecv, e.peerLastID = true, last
+func (e *Engine) onGoAway(f *frame.Frame, now time.Duration) {
 	code := f.Code()
-	// Every GOAWAY starts a drain: streams up to last go on. A peer that
-	// failed follows its GOAWAY with the WebSocket close at once, and the
-	// session then ends with the GOAWAY's code. (Set before the streams
-	// beyond last end below: the last of them ends the drain, and the
-	// session with this error.)
-	if e.peerGoAway == nil || code != frame.NoError {
+	if code != frame.NoError {
+		// Only NO_ERROR drains (9.4). Any other code ends the session at
+		// once, whatever the last-stream-id says: its sender processes
+		// nothing more and closes. We send nothing more either, no GOAWAY
+		// and no reset, and close.
 		var err error
 		if len(f.Payload) > 0 {
 			err = errors.New(string(f.Payload))
 		}
-		if code != frame.NoError {
-			e.stats.CountError(code)
-		}
-		e.peerGoAway = &SessionError{Code: code, Remote: true, Err: err}
+		e.stats.CountError(code)
+		e.goawayRecv, e.peerGoAway = true, &SessionError{Code: code, Remote: true, Err: err}
+		e.emit(EvGoAway)
+		e.die(e.peerGoAway, false, false)
+		e.urgent.clear()
+		e.peerUrg, e.pingAcks = 0, 0
+		return
 	}
+	if e.goawayRecv && f.StreamID >= e.peerLastID {
+		// A repeated GOAWAY that lowers nothing changes nothing.
+		e.countUseless(now)
+		return
+	}
+	if !e.goawayRecv {
+		e.emit(EvGoAway)
+		e.peerGoAway = &SessionError{Code: code, Remote: true}
+		if len(f.Payload) > 0 {
+			e.peerGoAway.Err = errors.New(string(f.Payload))
+		}
+	}
+	// The first GOAWAY, or one that lowers the last-stream-id.
+	e.goawayRecv, e.peerLastID = true, f.StreamID
+	// A drain: our streams up to the last-stream-id go on; those above it
+	// were not processed and end here, as if refused, with no RST_STREAM
+	// (the peer refuses their SYNs itself). The last of them may end the
+	// drain.
 	for id, st := range e.streams {
-		if st.local && id > last {
+		if st.local && id > e.peerLastID {
 			e.endStream(st, &StreamError{Code: frame.RefusedStream, Remote: true, Reason: "GOAWAY"}, false)
 		}
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/wsmux/wsmux/frame"
@@ -33,6 +34,10 @@ var (
 	// ErrRetainedOverBound ends a session whose peer leaves more of our
 	// bytes unacknowledged than its windows allow (ENHANCE_YOUR_CALM).
 	ErrRetainedOverBound = errors.New("wsmux: the peer does not acknowledge what it received (RECEIVED): retained bytes over the bound")
+	// ErrResumeNotNegotiated wraps the error of a connection lost before
+	// the peer's SETTINGS arrived: resumption was offered but not yet in
+	// effect, so the session ends instead of being suspended.
+	ErrResumeNotNegotiated = errors.New("wsmux: the connection was lost before the peer's SETTINGS arrived, so resumption was not in effect and the session cannot be resumed; open a new session")
 )
 
 // retainedMsg is a message we sent, n bytes at offset off of our sent
@@ -80,7 +85,8 @@ type resumeState struct {
 }
 
 // Resumable reports whether resumption is in effect, or may be: we set
-// RESUME and the peer's SETTINGS have not said otherwise yet.
+// RESUME and the peer's SETTINGS have not said otherwise yet. Only
+// ResumeInEffect sessions are suspended.
 func (e *Engine) Resumable() bool { return e.rs.on }
 
 // ResumeInEffect reports whether both endpoints' SETTINGS set RESUME.
@@ -104,9 +110,17 @@ func (e *Engine) ResumeCounts() (suspends, resumes uint64) { return e.rs.suspend
 // Suspend records that the connection was lost: the session keeps its
 // streams, sends nothing and runs no timer but the resume timeout until
 // Resume. It reports false when the session cannot be suspended (it ended,
-// or resumption is not in effect); the driver then ends it as before.
+// or resumption is not in effect); the driver then ends it as before
+// (LostBeforeResume when resumption was still to be negotiated).
+//
+// In effect means both SETTINGS set RESUME (spec sections 1 and 5), not
+// only ours: before the peer's SETTINGS arrive it has agreed to nothing.
+// A server that suspended then would hold a session, its streams and its
+// application's resources (a gateway's upstream exec, the caller's session
+// slot) for the resume timeout on behalf of a client that dropped after
+// the 101, at no cost to that client.
 func (e *Engine) Suspend(now time.Duration) bool {
-	if !e.rs.on || e.err != nil || e.wsClosedByPeer {
+	if !e.rs.inEffect || e.err != nil || e.wsClosedByPeer {
 		return false
 	}
 	if e.rs.suspended {
@@ -406,6 +420,23 @@ func (e *Engine) peerFeatures(v uint32) {
 	}
 	e.rs.inEffect = true
 	e.lim.Resume = true
+}
+
+// LostBeforeResume ends the session after its connection failed with err
+// when resumption was offered but not yet in effect (the peer's SETTINGS
+// had not arrived): as a lost connection ends a session without
+// resumption, nothing sent, with an error that wraps both
+// ErrResumeNotNegotiated and err, so that the application learns why the
+// session did not survive the drop. It reports whether it ended the
+// session; false when resumption is in effect or off, or the session had
+// ended already.
+func (e *Engine) LostBeforeResume(err error) bool {
+	if !e.rs.on || e.rs.inEffect || e.err != nil {
+		return false
+	}
+	e.rs.dropRetention()
+	e.ReadFailed(fmt.Errorf("%w: %w", ErrResumeNotNegotiated, err))
+	return true
 }
 
 // resumeTick runs the resume timeout of a suspended session.

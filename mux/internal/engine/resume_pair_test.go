@@ -244,6 +244,13 @@ func (p *pair) tick() {
 // mean steps between cuts; 0: none), then ends every stream and drains.
 func (p *pair) run(steps, cutEvery int, resets bool) {
 	r := p.rng
+	// The cuts start once both SETTINGS arrived: only then is resumption
+	// in effect, and a connection lost earlier ends the session instead
+	// (TestSuspendOnlyOnceInEffect).
+	p.pump(p.a)
+	p.pump(p.b)
+	p.deliver(p.b, 1<<30)
+	p.deliver(p.a, 1<<30)
 	for i := 0; i < steps; i++ {
 		switch k := r.IntN(10); {
 		case k < 3:

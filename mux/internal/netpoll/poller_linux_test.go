@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 )
 
 // chanHandler forwards events to a channel that never blocks the loop.

@@ -5,11 +5,11 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
+	"github.com/wsmux/wsmux/internal/testkit/leakcheck"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
 type funcTask func()
 

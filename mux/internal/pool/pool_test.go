@@ -3,12 +3,12 @@ package pool
 import (
 	"testing"
 
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
+	"github.com/wsmux/wsmux/internal/testkit/leakcheck"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }
 
 func TestChunk(t *testing.T) {

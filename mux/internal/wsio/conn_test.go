@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gobwas/ws"
-	"github.com/stretchr/testify/require"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 
 	"github.com/wsmux/wsmux/internal/loopback"
 )

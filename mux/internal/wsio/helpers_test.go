@@ -7,12 +7,12 @@ import (
 	"testing"
 
 	"github.com/gobwas/ws"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
+	"github.com/wsmux/wsmux/internal/testkit/leakcheck"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }
 
 // testMask is the mask the raw test peer uses; a fixed one keeps failures

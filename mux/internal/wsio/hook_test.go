@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/gobwas/ws"
-	"github.com/stretchr/testify/require"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 )
 
 // TestMessageHook: the hook brackets each message (fragments and control

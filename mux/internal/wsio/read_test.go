@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gobwas/ws"
-	"github.com/stretchr/testify/require"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 )
 
 // The read side under hostile and unusual input: violations, declared

@@ -8,7 +8,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 )
 
 // segmentCase lays out a message as a buffer with segments spliced in and

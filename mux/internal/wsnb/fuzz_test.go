@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/gobwas/ws"
-	"github.com/stretchr/testify/require"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 )
 
 // FuzzParserChunking: any input gives the same messages, control frames

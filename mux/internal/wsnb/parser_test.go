@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/gobwas/ws"
-	"github.com/stretchr/testify/require"
+	"github.com/wsmux/wsmux/internal/testkit/require"
 
 	"github.com/wsmux/wsmux/mux/internal/wsio"
 )

@@ -1,7 +1,7 @@
 // Browser throughput and echo latency of an exec of `cat` through wsmux
 // gateway, over WSMUX/1 (the TS client) and over v5.channel.k8s.io (what a
 // browser terminal speaks today), measured inside headless chromium.
-// Driven by BenchmarkBrowserExec (cmd/wsmux/internal/webui):
+// Driven by BenchmarkBrowserExec (gateway/webui):
 //   node dist/test/tools/browser-bench.js BASE_URL TOKEN wsmux|v5 throughput|rtt COUNT
 // throughput: COUNT MiB written to cat's stdin while its stdout is read;
 // rtt: COUNT round trips of one byte. Prints {"ns": elapsed ns in the page,

@@ -1,5 +1,5 @@
 // The headless-Chromium tests of the web terminal and of the TS client in a
-// page, driven by the Go test cmd/wsmux/internal/webui (which starts the
+// page, driven by the Go test gateway/webui (which starts the
 // gateway, a stand-in cluster and a Go mux echo server):
 //   node dist/test/tools/browser.js BASE_URL TOKEN OUT_DIR
 // BASE_URL serves /ui/ (the terminal, before the gateway) and /test/mux (a Go

@@ -4,7 +4,7 @@
 // connection is refused or STOP_AFTER_MS passed.
 //   node dist/test/tools/conformance-client.js ws://ADDR/
 import { WebSocket } from "ws";
-import { Stream, connect, type WebSocketConstructor } from "../../src/index.js";
+import { StopSendingError, Stream, connect, type WebSocketConstructor } from "../../src/index.js";
 
 const url = process.argv[2];
 
@@ -15,11 +15,18 @@ async function echo(st: Stream): Promise<void> {
     for (;;) {
       const { value, done } = await rd.read();
       if (done) break;
-      await w.write(value);
+      try {
+        await w.write(value);
+      } catch (e) {
+        if (!(e instanceof StopSendingError)) throw e;
+        // The runner stopped reading: keep reading its bytes until its FIN (--echo).
+        while (!(await rd.read()).done);
+        return;
+      }
     }
     await w.close();
   } catch {
-    // reset, STOP_SENDING or the session's end: the stream is over either way
+    // reset or the session's end: the stream is over either way
   }
 }
 

@@ -5,7 +5,7 @@
 // listening; runs until killed.
 //   node dist/test/tools/conformance-server.js
 import { WebSocketServer } from "ws";
-import { SUBPROTOCOL, Session, Stream, type WebSocketLike } from "../../src/index.js";
+import { SUBPROTOCOL, Session, StopSendingError, Stream, type WebSocketLike } from "../../src/index.js";
 
 async function echo(st: Stream): Promise<void> {
   const rd = st.readable.getReader();
@@ -14,11 +14,18 @@ async function echo(st: Stream): Promise<void> {
     for (;;) {
       const { value, done } = await rd.read();
       if (done) break;
-      await w.write(value);
+      try {
+        await w.write(value);
+      } catch (e) {
+        if (!(e instanceof StopSendingError)) throw e;
+        // The runner stopped reading: keep reading its bytes until its FIN (--echo).
+        while (!(await rd.read()).done);
+        return;
+      }
     }
     await w.close();
   } catch {
-    // reset, STOP_SENDING or the session's end
+    // reset or the session's end: the stream is over either way
   }
 }
 

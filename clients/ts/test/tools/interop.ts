@@ -1,4 +1,4 @@
-// The TS side of the Go interop test (cmd/wsmux/internal/tsinterop): run as
+// The TS side of the Go interop test (internal/tsinterop): run as
 //   node dist/test/tools/interop.js ws://HOST:PORT/ STREAMS BYTES
 // It opens STREAMS streams and on each sends BYTES of the shared pattern then
 // FIN, while reading the Go server's BYTES and checking their sha256; then it

@@ -1,5 +1,5 @@
 // The byte pattern of interop stream k at offset i, shared with the Go side
-// (cmd/wsmux/internal/tsinterop): (i mod 251 + 7k) mod 256.
+// (internal/tsinterop): (i mod 251 + 7k) mod 256.
 
 /** A block of the pattern for stream k starting at offset 0; its length is a multiple of 251. */
 export function patternBlock(k: number, size = 251 * 256): Uint8Array {
