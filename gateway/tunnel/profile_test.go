@@ -155,3 +155,50 @@ func TestProfileStopSending(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestProfileStopSendingLinger: after STOP_SENDING and the end of the
+// client's direction, a target that talks on and never closes is read and
+// discarded for stopLinger, then its connection is closed: the tunnel holds
+// it no longer than that.
+func TestProfileStopSendingLinger(t *testing.T) {
+	defer func(d time.Duration) { stopLinger = d }(stopLinger)
+	stopLinger = 200 * time.Millisecond
+	ended := make(chan error, 1)
+	target := tcpServer(t, func(c net.Conn) {
+		defer c.Close()
+		// Talk without end; never read the FIN.
+		chunk := make([]byte, 32<<10)
+		for {
+			if _, err := c.Write(chunk); err != nil {
+				ended <- err
+				return
+			}
+		}
+	})
+	e := startServer(t, target)
+	s := dialSession(t, e)
+	st, err := s.Open(context.Background(), http.Header{TargetHeader: {target}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(st, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CloseRead(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case err := <-ended:
+		d := time.Since(start)
+		t.Logf("the target's writes ended after %v: %v", d.Round(time.Millisecond), err)
+		if d < stopLinger/2 {
+			t.Errorf("the tunnel closed the target's connection after %v, before the linger (%v): bytes the target had not read yet could be lost", d, stopLinger)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tunnel still held the target's connection 10 s after the linger")
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/mux"
@@ -22,6 +23,16 @@ import (
 
 // TargetHeader is the stream header naming the host:port to dial.
 const TargetHeader = "Target"
+
+// StopLinger bounds how long a stream whose peer sent STOP_SENDING keeps
+// reading, and discarding, what the TCP side still sends after the peer's
+// direction has ended: closing a connection with bytes unread resets it,
+// which can destroy forwarded bytes the target has not read yet
+// (docs/spec/wsmux-tunnel-v1.md, T5).
+const StopLinger = 5 * time.Second
+
+// stopLinger is StopLinger; tests shorten it.
+var stopLinger = StopLinger
 
 // DefaultPath is the server's upgrade path.
 const DefaultPath = "/tunnel"
@@ -114,7 +125,9 @@ func splice(st *mux.Stream, c net.Conn, waitAccepted bool) (toConn, toStream int
 			closeWrite(c)
 			inDone.Store(true)
 			if stopped.Load() {
-				_ = c.Close() // the discarding read below ends
+				// The discarding read below ends at the target's EOF, or at
+				// the linger's end.
+				_ = c.SetReadDeadline(time.Now().Add(stopLinger))
 			}
 			return
 		}
@@ -144,9 +157,13 @@ func splice(st *mux.Stream, c net.Conn, waitAccepted bool) (toConn, toStream int
 		// direction does.
 		sent.Store(true)
 		stopped.Store(true)
-		if !inDone.Load() {
-			_, _ = io.Copy(io.Discard, c)
+		if inDone.Load() {
+			_ = c.SetReadDeadline(time.Now().Add(stopLinger))
 		}
+		// Closing c with bytes unread would reset it, and a reset can
+		// destroy what the target has not read yet of the peer's
+		// direction: read on until the target ends, or the linger does.
+		_, _ = io.Copy(io.Discard, c)
 	default:
 		_ = st.Reset(CodeConnReset)
 		abort(c)

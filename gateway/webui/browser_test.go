@@ -50,6 +50,8 @@ func (g *goSide) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		wg.Go(func() {
 			if st.Headers().Get("X-Test") == "reset" {
+				// Taken: the page resets the stream once it reads this.
+				_, _ = st.Write([]byte("k"))
 				_, err := io.Copy(io.Discard, st)
 				g.mu.Lock()
 				g.resetBy = err

@@ -248,9 +248,12 @@ async function main() {
           }),
         );
         const secs = (performance.now() - t0) / 1000;
-        // A reset the Go side reports with its code.
+        // A reset the Go side reports with its code: once its application has
+        // taken the stream, which it says with a byte (a stream reset before
+        // that is dropped, spec 7.3).
         const r = await s.open({ "x-test": "reset" });
         await r.writable.getWriter().write(new TextEncoder().encode("x"));
+        await r.readable.getReader().read();
         r.reset(0x1234, "page reset");
         const rtts: number[] = [];
         for (let i = 0; i < 20; i++) rtts.push(await s.ping());
