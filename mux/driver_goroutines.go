@@ -245,52 +245,6 @@ func (d *goDriver) writeLoop() {
 	d.finish(writeFailed)
 }
 
-// writeBatch writes the batch b with the DATA runs spliced into it
-// (s.batch's Segs; sendMu held, s.mu not held), ends it (batchWritten)
-// and counts it. dead and closeBy are the session's state when b
-// was laid out.
-func (d *goDriver) writeBatch(b []byte, dead bool, closeBy time.Duration) error {
-	s := d.s
-	// The deadline is refreshed only when less than 3/4 of WriteTimeout
-	// is left: a write always gets at least that long, and steady state
-	// makes no deadline call per write.
-	t := time.Now()
-	switch {
-	case dead && closeBy > 0:
-		d.wdl = s.epoch.Add(closeBy)
-		_ = s.conn.SetWriteDeadline(d.wdl)
-	case d.wdl.Sub(t) < s.cfg.WriteTimeout*3/4:
-		d.wdl = t.Add(s.cfg.WriteTimeout)
-		_ = s.conn.SetWriteDeadline(d.wdl)
-	}
-	segs, n := s.batch.Segs, s.batch.SplicedLen
-	err := d.wsc.WriteMessageSegments(b, segs)
-	s.batchWritten() // whether the write succeeded or not
-	if err != nil {
-		return err
-	}
-	s.stats.MessagesOut.Add(1)
-	s.stats.BytesOut.Add(uint64(len(b) - wsio.HeaderRoom + n))
-	return nil
-}
-
-// batchWritten ends the batch just written (s.batch; sendMu held, s.mu
-// not held): its spliced chunks go back, and its ACKs count as out, under
-// s.mu when it carried any. They count as out even when the write failed:
-// a resumable session retained the batch and replays it, in order, before
-// anything laid out later; any other session ends, which closes Accepted
-// too.
-func (s *Session) batchWritten() {
-	b := &s.batch
-	if !b.HasAcks() {
-		s.e.BatchWritten(b)
-		return
-	}
-	s.mu.Lock()
-	s.e.BatchWritten(b)
-	s.unlock()
-}
-
 // writeError ends the session after a failed write (writer goroutine,
 // sendMu held), or suspends it (true) when it may resume.
 func (d *goDriver) writeError(err error) bool {

@@ -117,3 +117,49 @@ func (e *Engine) BatchWritten(b *Batch) {
 		b.acks = b.acks[:0]
 	}
 }
+
+// The steps of a batch, in the order NextBatch and BatchWritten take them.
+
+// pending reports whether appendBatch has more to lay out, or a stall
+// began (NextTimer changed).
+func (e *Engine) pending() bool {
+	if e.rs.suspended {
+		return false
+	}
+	return e.rs.replaying() || (e.err == nil && e.rs.ackDue()) || e.lists[0].head != nil || e.lists[1].head != nil || !e.urgent.empty() || !e.credit.empty() || e.stalled
+}
+
+// takeAcked appends to dst the peer streams whose HEADERS ACK the last
+// batch carried; once the batch is written the driver passes them to
+// acksWritten.
+func (e *Engine) takeAcked(dst []*Stream) []*Stream {
+	dst = append(dst, e.ackedList...)
+	clear(e.ackedList)
+	e.ackedList = e.ackedList[:0]
+	return dst
+}
+
+// acksWritten emits EvAnswered for streams whose ACK was written.
+func (e *Engine) acksWritten(sts []*Stream) {
+	for _, st := range sts {
+		e.answer(st)
+	}
+}
+
+// spliced returns the send chunks the last batch took without copying
+// (Config.Splice) and their byte count; the driver writes them with the
+// batch, then BatchWritten releases them. It needs no lock: only the goroutine
+// that laid out the batch touches them until the release.
+func (e *Engine) spliced() ([]pool.Segment, int) {
+	if e.splice == nil {
+		return nil, 0
+	}
+	return e.splice.segs, e.splice.n
+}
+
+// releaseSpliced returns the spliced chunks to the pool.
+func (e *Engine) releaseSpliced() {
+	if e.splice != nil {
+		e.splice.release()
+	}
+}

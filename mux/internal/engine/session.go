@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/wsmux/wsmux/frame"
-	"github.com/wsmux/wsmux/mux/internal/pool"
 )
 
 // The calls a driver makes for the session as a whole: opening, accepting
@@ -147,52 +146,8 @@ func (e *Engine) NumStreams() int { return len(e.streams) }
 // came) and has not ended.
 func (e *Engine) Ready() bool { return e.err == nil && e.gotSettings }
 
-// pending reports whether appendBatch has more to lay out, or a stall
-// began (NextTimer changed).
-func (e *Engine) pending() bool {
-	if e.rs.suspended {
-		return false
-	}
-	return e.rs.replaying() || (e.err == nil && e.rs.ackDue()) || e.lists[0].head != nil || e.lists[1].head != nil || !e.urgent.empty() || !e.credit.empty() || e.stalled
-}
-
 // CloseBy returns the deadline of a closing session's flush (0: none).
 func (e *Engine) CloseBy() time.Duration { return e.closeBy }
-
-// takeAcked appends to dst the peer streams whose HEADERS ACK the last
-// batch carried; once the batch is written the driver passes them to
-// acksWritten.
-func (e *Engine) takeAcked(dst []*Stream) []*Stream {
-	dst = append(dst, e.ackedList...)
-	clear(e.ackedList)
-	e.ackedList = e.ackedList[:0]
-	return dst
-}
-
-// acksWritten emits EvAnswered for streams whose ACK was written.
-func (e *Engine) acksWritten(sts []*Stream) {
-	for _, st := range sts {
-		e.answer(st)
-	}
-}
-
-// spliced returns the send chunks the last batch took without copying
-// (Config.Splice) and their byte count; the driver writes them with the
-// batch, then BatchWritten releases them. It needs no lock: only the goroutine
-// that laid out the batch touches them until the release.
-func (e *Engine) spliced() ([]pool.Segment, int) {
-	if e.splice == nil {
-		return nil, 0
-	}
-	return e.splice.segs, e.splice.n
-}
-
-// releaseSpliced returns the spliced chunks to the pool.
-func (e *Engine) releaseSpliced() {
-	if e.splice != nil {
-		e.splice.release()
-	}
-}
 
 // Transport ends. The driver reports what its connection did; the session
 // ends with the matching error.
