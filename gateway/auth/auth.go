@@ -71,7 +71,7 @@ type tokenSet struct {
 	users   []controller.User
 }
 
-// New returns an Authenticator accepting tokens and, when clientCAs is not
+// New returns Credentials accepting tokens and, when clientCAs is not
 // nil, client certificates it verifies.
 func New(tokens []string, clientCAs *x509.CertPool) *Credentials {
 	ts := make([]Token, len(tokens))

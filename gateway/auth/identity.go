@@ -96,7 +96,7 @@ func ReadTokenFile(path string) ([]Token, error) {
 	return ParseTokens(path, b)
 }
 
-// NewWithUsers returns an Authenticator accepting the given tokens (with
+// NewWithUsers returns Credentials accepting the given tokens (with
 // their users) and, when clientCAs is not nil, client certificates.
 func NewWithUsers(tokens []Token, clientCAs *x509.CertPool) *Credentials {
 	a := &Credentials{clientCAs: clientCAs}
