@@ -209,11 +209,8 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 	user, err := g.identify(r)
 	who := user.ID
 	if err != nil {
-		reason := auth.ReasonRejected
-		var ae *auth.Error
-		if errors.As(err, &ae) {
-			reason = ae.Reason
-		}
+		ae := auth.AsError(err)
+		reason := ae.Reason
 		if reason == auth.ReasonAmbiguous {
 			g.badRequest(w, r, reason, ae.Detail)
 			return

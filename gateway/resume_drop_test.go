@@ -1,33 +1,25 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/pem"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
-	"runtime/pprof"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
 	"k8s.io/client-go/rest"
 	k8shttpstream "k8s.io/streaming/pkg/httpstream"
 	"k8s.io/streaming/pkg/httpstream/spdy"
 
-	"github.com/wsmux/wsmux/frame"
 	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/ops"
+	"github.com/wsmux/wsmux/internal/testkit/leakcheck"
 	"github.com/wsmux/wsmux/internal/testnet"
-	"github.com/wsmux/wsmux/internal/wshandshake"
 	"github.com/wsmux/wsmux/mux"
 )
 
@@ -43,7 +35,7 @@ import (
 type droppingGateway struct {
 	g        *Gateway
 	srv      *httptest.Server
-	inFlight atomic.Int64
+	inFlight testnet.Gauge
 }
 
 func startDroppingGateway(t *testing.T, cluster *rest.Config, lim ops.Limits) *droppingGateway {
@@ -85,75 +77,16 @@ func execHeader() http.Header {
 	return http.Header{"Authorization": {"Bearer " + callerToken}, "X-Stream-Protocol-Version": {"v4.channel.k8s.io"}}
 }
 
-// dropKind is how a connect-and-drop cycle ends its connection after the
-// 101, before its SETTINGS could make resumption take effect.
-type dropKind int
-
-const (
-	dropAfter101      dropKind = iota // close at once (FIN)
-	resetAfter101                     // close with a TCP reset
-	dropInSettings                    // half of a SETTINGS frame, then close
-	dropAfterSettings                 // a SETTINGS without RESUME, then close
-	dropKinds
-)
-
-func (k dropKind) String() string {
-	return [...]string{"dropped after the 101", "reset after the 101", "dropped inside its SETTINGS",
-		"dropped after SETTINGS without RESUME"}[k]
+// dropper drops connections to d's wsmux exec after the 101.
+func (d *droppingGateway) dropper(t testing.TB) *testnet.Dropper {
+	return testnet.NewDropper(t, d.execURL(), execHeader(), mux.HeaderResumeToken)
 }
 
-// settingsMessage is a client's SETTINGS as one masked WebSocket message.
-func settingsMessage(t testing.TB, resume bool) []byte {
-	t.Helper()
-	var set frame.Settings
-	if resume {
-		if err := set.Set(frame.SettingFeatures, frame.FeatureResume); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var b bytes.Buffer
-	if err := ws.WriteFrame(&b, ws.MaskFrame(ws.NewBinaryFrame(frame.AppendSettings(nil, &set)))); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-// connectAndDrop upgrades to url, checks the 101 carries a resume token
-// and drops the connection as k says. A refusal is a *mux.HandshakeError.
-func connectAndDrop(url string, k dropKind, settings, plain []byte) error {
-	conn, _, hdr, err := wshandshake.Dial(context.Background(), url, wshandshake.DialOptions{Header: execHeader()})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if hdr.Get(mux.HeaderResumeToken) == "" {
-		return errors.New("no resume token in the 101")
-	}
-	switch k {
-	case resetAfter101:
-		if tc, ok := conn.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0)
-		}
-	case dropInSettings:
-		_, err = conn.Write(settings[:len(settings)/2])
-	case dropAfterSettings:
-		_, err = conn.Write(plain)
-	}
-	return err
-}
-
-// until polls cond until it holds or within passed, and reports whether it
-// held. Polling is the point here: what is observed is that nothing is
-// left.
-func until(within time.Duration, cond func() bool) bool {
+// released waits, at most within, until every request d serves has ended
+// (its session ended, its slot given back) and u holds no connection.
+func (d *droppingGateway) released(u *heldUpstream, within time.Duration) bool {
 	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
+	return d.inFlight.WaitZero(within) && u.open.WaitZero(time.Until(deadline))
 }
 
 // TestDroppedBeforeSettingsNotLockedOut: a caller allowed two sessions
@@ -167,15 +100,15 @@ func until(within time.Duration, cond func() bool) bool {
 func TestDroppedBeforeSettingsNotLockedOut(t *testing.T) {
 	u := startHeldUpstream(t)
 	d := startDroppingGateway(t, u.restConfig(), ops.Limits{SessionsPerCaller: 2})
-	settings, plain := settingsMessage(t, true), settingsMessage(t, false)
+	dr := d.dropper(t)
 	for i := range 6 {
-		k := dropKind(i % int(dropKinds))
-		if err := connectAndDrop(d.execURL(), k, settings, plain); err != nil {
+		k := testnet.DropKind(i % int(testnet.DropKinds))
+		if err := dr.Drop(k); err != nil {
 			t.Fatalf("attempt %d (%v): %v", i+1, k, err)
 		}
-		if !until(5*time.Second, func() bool { return d.inFlight.Load() == 0 && u.open.Load() == 0 }) {
+		if !d.released(u, 5*time.Second) {
 			t.Fatalf("attempt %d (%v): 5 s after the connection broke, its session still holds the caller's slot (%d sessions) and its upstream connection (%d open)",
-				i+1, k, d.g.Metrics().Sessions.Len(), u.open.Load())
+				i+1, k, d.g.Metrics().Sessions.Len(), u.open.Len())
 		}
 	}
 	dial := func() (*mux.Session, error) {
@@ -207,7 +140,7 @@ func TestDroppedBeforeSettingsNotLockedOut(t *testing.T) {
 // shows in the goroutines and the heap; open counts them.
 type heldUpstream struct {
 	srv  *httptest.Server
-	open atomic.Int64
+	open testnet.Gauge
 }
 
 func startHeldUpstream(t *testing.T) *heldUpstream {
@@ -216,12 +149,12 @@ func startHeldUpstream(t *testing.T) *heldUpstream {
 		if _, err := k8shttpstream.Handshake(r, w, []string{"v4.channel.k8s.io"}); err != nil {
 			return
 		}
+		u.open.Add(1) // before the 101: a gateway that has it finds it counted
+		defer u.open.Add(-1)
 		c := spdy.NewResponseUpgrader().UpgradeResponse(w, r, func(k8shttpstream.Stream, <-chan struct{}) error { return nil })
 		if c == nil {
 			return
 		}
-		u.open.Add(1)
-		defer u.open.Add(-1)
 		<-c.CloseChan()
 	}))
 	t.Cleanup(u.srv.Close)
@@ -231,55 +164,6 @@ func startHeldUpstream(t *testing.T) *heldUpstream {
 func (u *heldUpstream) restConfig() *rest.Config {
 	return &rest.Config{Host: u.srv.URL, TLSClientConfig: rest.TLSClientConfig{
 		CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: u.srv.Certificate().Raw})}}
-}
-
-// footprint is what the gateway process holds: sessions, goroutines, heap
-// in use after a collection.
-type footprint struct {
-	sessions, inFlight, upstreams int
-	goroutines                    int
-	heap                          uint64
-}
-
-func (f footprint) String() string {
-	return fmt.Sprintf("%d sessions (%d requests in flight, %d upstream connections), %d goroutines, heap in use %.1f MiB",
-		f.sessions, f.inFlight, f.upstreams, f.goroutines, float64(f.heap)/(1<<20))
-}
-
-func (d *droppingGateway) measure(u *heldUpstream) footprint {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return footprint{sessions: d.g.Metrics().Sessions.Len(), inFlight: int(d.inFlight.Load()), upstreams: int(u.open.Load()),
-		goroutines: runtime.NumGoroutine(), heap: m.HeapInuse}
-}
-
-// burst runs n connect-and-drop cycles, workers at a time, the kinds of
-// drop in turn; it reports the first error.
-func (d *droppingGateway) burst(t testing.TB, n, workers int) error {
-	settings, plain := settingsMessage(t, true), settingsMessage(t, false)
-	var next atomic.Int64
-	var first error
-	var once sync.Once
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				k := dropKind(i % int(dropKinds))
-				if err := connectAndDrop(d.execURL(), k, settings, plain); err != nil {
-					once.Do(func() { first = fmt.Errorf("cycle %d (%v): %w", i, k, err) })
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return first
 }
 
 // TestBurstOfDropsBackToBaseline: 2,000 connect-and-drop cycles (fewer
@@ -293,37 +177,49 @@ func (d *droppingGateway) burst(t testing.TB, n, workers int) error {
 func TestBurstOfDropsBackToBaseline(t *testing.T) {
 	u := startHeldUpstream(t)
 	d := startDroppingGateway(t, u.restConfig(), ops.Limits{})
+	dr := d.dropper(t)
 	const workers = 4
-	idle := func(f footprint) bool { return f.sessions == 0 && f.inFlight == 0 && f.upstreams == 0 }
 	// The warm-up: the pools, the upstream transport's and the servers'
 	// goroutines a first burst starts are in the baseline.
-	if err := d.burst(t, 40, workers); err != nil {
+	if err := dr.Burst(40, workers); err != nil {
 		t.Fatal(err)
 	}
-	var base footprint
-	if !until(10*time.Second, func() bool { base = d.measure(u); return idle(base) }) {
-		t.Fatalf("after the warm-up: %v", base)
+	if !d.released(u, 10*time.Second) {
+		t.Fatalf("after the warm-up: %d requests in flight, %d upstream connections", d.inFlight.Len(), u.open.Len())
 	}
-	t.Logf("baseline: %v", base)
+	baseline := leakcheck.IgnoreCurrent()
+	baseHeap := heapInuse()
+
 	start := time.Now()
-	if err := d.burst(t, burstCycles, workers); err != nil {
+	if err := dr.Burst(burstCycles, workers); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
-	peak := d.measure(u)
-	const within = 5 * time.Second
-	var after footprint
-	start = time.Now()
-	ok := until(within, func() bool {
-		after = d.measure(u)
-		return idle(after) && after.goroutines <= base.goroutines+4 && after.heap <= base.heap+base.heap/4+(1<<20)
-	})
-	t.Logf("%d connect-and-drop cycles in %v; right after: %v", burstCycles, took.Round(time.Millisecond), peak)
-	t.Logf("%v later: %v", time.Since(start).Round(time.Millisecond), after)
-	if !ok {
-		var b strings.Builder
-		_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
-		t.Fatalf("not back at the baseline %v after %v: %v; goroutines:\n%s", base, within, after, b.String())
+	peakRequests, peakUpstreams := d.inFlight.Len(), u.open.Len()
+	if !d.released(u, 5*time.Second) {
+		t.Fatalf("5 s after the burst: %d sessions, %d requests in flight, %d upstream connections",
+			d.g.Metrics().Sessions.Len(), d.inFlight.Len(), u.open.Len())
+	}
+	settledIn := time.Since(start) - took
+	leakcheck.VerifyNone(t, append(testnet.IgnoredGoroutines(), baseline)...)
+	heap := heapInuse()
+	t.Logf("%d connect-and-drop cycles in %v, %d requests in flight and %d upstream connections right after; %v later none, heap in use %.1f MiB (baseline %.1f MiB)",
+		burstCycles, took.Round(time.Millisecond), peakRequests, peakUpstreams, settledIn.Round(time.Millisecond),
+		float64(heap)/(1<<20), float64(baseHeap)/(1<<20))
+	if heap > baseHeap+baseHeap/4+(1<<20) {
+		t.Errorf("heap in use %d bytes after the burst, baseline %d", heap, baseHeap)
+	}
+	if n := d.g.Metrics().Sessions.Len(); n != 0 {
+		t.Errorf("%d sessions left with no request in flight", n)
 	}
 	expectMetrics(t, d.g, `wsmux_sessions_suspended 0`, `wsmux_suspensions_total{event="suspended"} 0`)
+}
+
+// heapInuse is the heap in use after two collections.
+func heapInuse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
 }

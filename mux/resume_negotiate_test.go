@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
-
 	"github.com/wsmux/wsmux/frame"
+	"github.com/wsmux/wsmux/internal/testnet"
 	"github.com/wsmux/wsmux/internal/wshandshake"
 )
 
@@ -21,23 +20,6 @@ import (
 // session that was suspended instead fails the test rather than passing
 // late.
 const promptly = 10 * time.Second
-
-// settingsMessage is a client's SETTINGS as one masked WebSocket message,
-// with RESUME set or not.
-func settingsMessage(t testing.TB, resume bool) []byte {
-	t.Helper()
-	var set frame.Settings
-	if resume {
-		if err := set.Set(frame.SettingFeatures, frame.FeatureResume); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var b strings.Builder
-	if err := ws.WriteFrame(&b, ws.MaskFrame(ws.NewBinaryFrame(frame.AppendSettings(nil, &set)))); err != nil {
-		t.Fatal(err)
-	}
-	return []byte(b.String())
-}
 
 // TestResumeNotBeforeSettings: a server with resumption on (an hour's
 // resume timeout) and a client that upgrades, gets its 101 and resume
@@ -56,11 +38,11 @@ func TestResumeNotBeforeSettings(t *testing.T) {
 	}{
 		{name: "dropped after the 101", send: func(testing.TB) []byte { return nil }, wrapped: true},
 		{name: "dropped inside its SETTINGS", send: func(t testing.TB) []byte {
-			m := settingsMessage(t, true)
+			m := testnet.SettingsMessage(t, true)
 			return m[:len(m)/2]
 		}, wrapped: true},
-		{name: "SETTINGS without RESUME", send: func(t testing.TB) []byte { return settingsMessage(t, false) }},
-		{name: "SETTINGS with RESUME", send: func(t testing.TB) []byte { return settingsMessage(t, true) }, suspend: true},
+		{name: "SETTINGS without RESUME", send: func(t testing.TB) []byte { return testnet.SettingsMessage(t, false) }},
+		{name: "SETTINGS with RESUME", send: func(t testing.TB) []byte { return testnet.SettingsMessage(t, true) }, suspend: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := newResumeServer(t, &ResumeRegistry{}, func(c *Config) { c.ResumeTimeout = time.Hour })

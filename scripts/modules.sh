@@ -1,6 +1,15 @@
 #!/usr/bin/env bash
 # Prints the repository's Go modules, one folder a line, relative to the root,
 # core first (docs/modules.md): the list make, CI and the scripts iterate.
+# With --published, only those a release tags (scripts/release.sh) and users
+# go get: not the test-only modules below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-git ls-files -- 'go.mod' '*/go.mod' 2>/dev/null | sed -e 's#/\?go.mod$##' -e 's#^$#.#' | sort -t/ -k1,1 | awk '$0=="."{print; next} {rest[++n]=$0} END{for(i=1;i<=n;i++) print rest[i]}'
+unpublished='^(adapters/e2e|internal/modtest)$'
+all=$(git ls-files -- 'go.mod' '*/go.mod' 2>/dev/null | sed -e 's#/\?go.mod$##' -e 's#^$#.#' |
+  sort -t/ -k1,1 | awk '$0=="."{print; next} {rest[++n]=$0} END{for(i=1;i<=n;i++) print rest[i]}')
+if [ "${1:-}" = --published ]; then
+  echo "$all" | grep -vE "$unpublished"
+else
+  echo "$all"
+fi

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 version=${1:?usage: scripts/release.sh vX.Y.Z}
 [[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] || { echo "release: $version is not a semantic version (vX.Y.Z)"; exit 2; }
 [ -z "$(git status --porcelain)" ] || { echo "release: the work tree has changes; commit or stash them first"; exit 1; }
-published=(. adapters gateway cmd/wsmux bench)
+mapfile -t published < <(bash scripts/modules.sh --published)
 branch=$(git rev-parse --abbrev-ref HEAD)
 base=$(git rev-parse HEAD)
 git switch --quiet --detach

@@ -207,11 +207,20 @@ func (ts *tokenSet) index(tok string) int {
 	return idx
 }
 
+// AsError returns the *Error an Authenticator's refusal holds, or, for an
+// error of another kind, one with ReasonRejected and the error's text.
+func AsError(err error) *Error {
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	return &Error{Reason: ReasonRejected, Detail: err.Error()}
+}
+
 // Reject answers 401 with a plain-text body naming the failure, or 400 for
 // an ambiguous request (ReasonAmbiguous).
 func Reject(w http.ResponseWriter, err error) {
-	var ae *Error
-	if errors.As(err, &ae) && ae.StatusCode() == http.StatusBadRequest {
+	if AsError(err).StatusCode() == http.StatusBadRequest {
 		http.Error(w, "wsmux: "+err.Error(), http.StatusBadRequest)
 		return
 	}

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -245,5 +246,34 @@ func TestAmbiguousCredentials(t *testing.T) {
 	r.Header.Set("Sec-Websocket-Protocol", "wsmux.v1, x-stream-protocol-version.v4.channel.k8s.io")
 	if who, err := a.Authenticate(r); err != nil || who.ID != "token#1" {
 		t.Errorf("one header and other subprotocols: %q, %v", who.ID, err)
+	}
+}
+
+// TestAsError: an Authenticator's refusal that is not an *Error is
+// ReasonRejected and a 401; an *Error, wrapped or not, keeps its reason
+// and status.
+func TestAsError(t *testing.T) {
+	amb := &Error{Reason: ReasonAmbiguous, Detail: "two headers"}
+	for _, tt := range []struct {
+		err    error
+		reason string
+		status int
+	}{
+		{errors.New("no session cookie"), ReasonRejected, http.StatusUnauthorized},
+		{fmt.Errorf("login proxy: %w", &Error{Reason: ReasonBadToken, Detail: "x"}), ReasonBadToken, http.StatusUnauthorized},
+		{amb, ReasonAmbiguous, http.StatusBadRequest},
+	} {
+		ae := AsError(tt.err)
+		if ae.Reason != tt.reason || ae.StatusCode() != tt.status {
+			t.Errorf("AsError(%v) = %q %d, want %q %d", tt.err, ae.Reason, ae.StatusCode(), tt.reason, tt.status)
+		}
+		rec := httptest.NewRecorder()
+		Reject(rec, tt.err)
+		if rec.Code != tt.status {
+			t.Errorf("Reject(%v) answered %d, want %d", tt.err, rec.Code, tt.status)
+		}
+	}
+	if AsError(amb) != amb {
+		t.Error("AsError made a new *Error for an *Error")
 	}
 }

@@ -149,11 +149,8 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
 	u, err := s.cfg.Auth.Authenticate(r)
 	who := u.ID
 	if err != nil {
-		var ae *auth.Error
-		reason := auth.ReasonRejected
-		if errors.As(err, &ae) {
-			reason = ae.Reason
-		}
+		ae := auth.AsError(err)
+		reason := ae.Reason
 		if reason == auth.ReasonAmbiguous {
 			s.m.BadRequests.WithLabelValues(reason).Inc()
 			s.log.Warn("tunnel: bad request: "+ae.Detail, "remote", r.RemoteAddr)

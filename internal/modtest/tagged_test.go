@@ -17,8 +17,21 @@ import (
 	modzip "golang.org/x/mod/zip"
 )
 
-// published are the modules a user can go get (docs/modules.md), by folder.
-var published = []string{"", "adapters", "gateway", "cmd/wsmux", "bench"}
+// published returns the folders of the modules a user can go get, as
+// scripts/modules.sh --published lists them ("" for the root).
+func published(t *testing.T) []string {
+	t.Helper()
+	cmd := exec.Command("bash", filepath.Join(root(t), "scripts", "modules.sh"), "--published")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scripts/modules.sh --published: %v", err)
+	}
+	var dirs []string
+	for _, d := range strings.Fields(string(out)) {
+		dirs = append(dirs, strings.TrimPrefix(d, "."))
+	}
+	return dirs
+}
 
 // tagVersion is the version the checkout's modules are published at in
 // the local proxy of TestTaggedModules: a pre-release no real tag has, new
@@ -32,7 +45,7 @@ var tagVersion = "v0.99.0-modtest." + time.Now().UTC().Format("20060102150405.00
 // no replace directive of its own, and go install installs the command.
 func TestTaggedModules(t *testing.T) {
 	proxy := t.TempDir()
-	for _, dir := range published {
+	for _, dir := range published(t) {
 		publish(t, proxy, dir)
 	}
 	cache := strings.TrimSpace(goCmd(t, ".", nil, "env", "GOMODCACHE"))
