@@ -118,8 +118,9 @@ type driver interface {
 	reclaim()
 	// readable says st has something for its Read (s.mu held).
 	readable(st *Stream)
-	// leadWoke is called when a Read of st whose buffer was lent wakes;
-	// it reports whether that Read holds the token (s.mu held).
+	// leadWoke is called when a Read of st whose buffer was lent wakes
+	// from its wait; it reports whether that Read holds the token (s.mu
+	// held). leadWait does the same for a Read that read the socket.
 	leadWoke(st *Stream) bool
 	// leadWait is called by a Read of st about to wait with its buffer
 	// lent; lead: it holds the token. It returns whether it holds it

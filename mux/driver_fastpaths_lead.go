@@ -289,9 +289,10 @@ func (d *fastDriver) readable(st *Stream) {
 	}
 }
 
-// leadWoke is called when a Read of st whose buffer was lent wakes (s.mu
-// held): it no longer waits for the token, and it reports whether the
-// Read holds it (taken, or handed over by the reader goroutine).
+// leadWoke is called when a Read of st whose buffer was lent wakes from
+// its wait (s.mu held): it no longer waits for the token, and it reports
+// whether the Read holds it (handed over by the reader goroutine). A Read
+// that led (leadWait's again) does not call it: leadWait did the same.
 func (d *fastDriver) leadWoke(st *Stream) bool {
 	if d.leadWant == st {
 		d.leadWant = nil
@@ -312,6 +313,9 @@ func (d *fastDriver) leadWait(st *Stream, lead bool) (leads, again bool) {
 		if err := d.leadOnce(); err != nil {
 			d.giveBack(st, true)
 			lead = false
+		}
+		if d.leadWant == st {
+			d.leadWant = nil // as leadWoke: this Read looks at its stream again
 		}
 		return lead, true
 	case lead || d.tok == tokLeader && d.leader == st:

@@ -163,20 +163,8 @@ func (st *Stream) Read(p []byte) (int, error) {
 	s := st.sess
 	e := s.e
 	s.mu.Lock()
-	lent := false // this Read lent p to the engine for direct delivery
 	lead := false // this Read holds the socket (driver_fastpaths_lead.go)
 	for {
-		if lent {
-			// Whatever arrived went straight into p (one copy fewer);
-			// it is returned even when the wait ended for another reason.
-			lent = false
-			if s.drv.leadWoke(st) {
-				lead = true
-			}
-			if n := e.Unlend(&st.rec, s.now()); n > 0 {
-				return st.readDone(lead, n, nil)
-			}
-		}
 		if isClosed(st.readDeadline()) {
 			return st.readDone(lead, 0, ErrTimeout)
 		}
@@ -188,10 +176,15 @@ func (st *Stream) Read(p []byte) (int, error) {
 			st.rdCh = make(chan struct{}, 1)
 		}
 		// When no other Read waits with its buffer, DATA arriving now is
-		// copied into p rather than into the receive buffer.
-		if lent = e.Lend(&st.rec, p); lent {
+		// copied into p rather than into the receive buffer; whatever
+		// arrived is returned even when the wait ended for another reason.
+		lent := e.Lend(&st.rec, p)
+		if lent {
 			var again bool
 			if lead, again = s.drv.leadWait(st, lead); again {
+				if n := e.Unlend(&st.rec, s.now()); n > 0 {
+					return st.readDone(lead, n, nil)
+				}
 				continue
 			}
 		}
@@ -213,6 +206,14 @@ func (st *Stream) Read(p []byte) (int, error) {
 		case <-s.deadCh:
 		}
 		s.mu.Lock()
+		if lent {
+			if s.drv.leadWoke(st) {
+				lead = true
+			}
+			if n := e.Unlend(&st.rec, s.now()); n > 0 {
+				return st.readDone(lead, n, nil)
+			}
+		}
 	}
 }
 

@@ -98,80 +98,12 @@ func (q *chunkQueue) appendTo(dst []byte, n int) []byte {
 	return dst
 }
 
-// spliceTo is appendTo for a writer that splices (see splice): a run that
-// drains its chunk and is at least minSplice long is not copied but handed
-// to sp whole, chunk and all, as a segment at dst's current length; shorter
-// runs, and runs of a chunk that stays queued, are copied into dst.
-func (q *chunkQueue) spliceTo(dst []byte, n int, sp *splice) []byte {
-	q.n -= n
-	for n > 0 {
-		cp := q.at(0)
-		c := *cp
-		k := min(n, len(c)-q.off)
-		n -= k
-		if q.off+k == len(c) && k >= minSplice {
-			sp.segs = append(sp.segs, pool.Segment{At: len(dst), Data: c[q.off:]})
-			sp.chunks = append(sp.chunks, cp)
-			sp.n += k
-			q.ring[q.head] = nil // now sp's: popFront must not pool it
-			q.popFront()
-			continue
-		}
-		dst = append(dst, c[q.off:q.off+k]...)
-		q.off += k
-		if q.off == len(c) {
-			q.popFront()
-		}
-	}
-	return dst
-}
-
 // frontRun returns how many queued bytes are left in the first chunk.
 func (q *chunkQueue) frontRun() int {
 	if q.cnt == 0 {
 		return 0
 	}
 	return len(*q.at(0)) - q.off
-}
-
-// minSplice is the shortest run a splicing writer sends from its chunk
-// instead of copying it: below it, an extra iovec costs more than the copy.
-const minSplice = 2 << 10
-
-// splice is what a batch took from send queues without copying: segments
-// of chunks that left their queues, written after the batch buffer's bytes
-// they follow (the driver), then pooled again. Used
-// when the connection writes vectors in one system call (Config.Splice):
-// it takes the writer's copy of every DATA byte out of the write path.
-type splice struct {
-	segs   []pool.Segment
-	chunks []*[]byte
-	n      int // bytes in segs: they count against the batch's size
-}
-
-// release gives the chunks back once the batch is written (or failed).
-func (sp *splice) release() {
-	for i, c := range sp.chunks {
-		pool.PutChunk(c)
-		sp.chunks[i] = nil
-	}
-	sp.chunks = sp.chunks[:0]
-	clear(sp.segs)
-	sp.segs = sp.segs[:0]
-	sp.n = 0
-}
-
-// flatten returns the batch b with the segments copied in: the message
-// the peer receives (for tests and for a write that cannot splice).
-func (sp *splice) flatten(b []byte) []byte {
-	out := make([]byte, 0, len(b)+len(sp.segs)*pool.ChunkSize)
-	prev := 0
-	for _, sg := range sp.segs {
-		out = append(out, b[prev:sg.At]...)
-		out = append(out, sg.Data...)
-		prev = sg.At
-	}
-	return append(out, b[prev:]...)
 }
 
 // reset drops everything and returns the chunks to the pool.
