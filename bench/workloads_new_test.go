@@ -15,12 +15,12 @@ import (
 // transports' workload lists must hold.
 func TestNewDimensions(t *testing.T) {
 	defer func(w, m time.Duration) { wanWarmup, wanMeasure = w, m }(wanWarmup, wanMeasure)
-	wanWarmup, wanMeasure = 50*time.Millisecond, 100*time.Millisecond
+	wanWarmup, wanMeasure = 20*time.Millisecond, 50*time.Millisecond
 	var lines []string
 	results, err := Run(context.Background(), Options{
 		Workloads:  []string{"Bulk1Read/read=4KiB", "Bulk1Read/read=io.Copy", "TLSEcho64", "WANBulk1/" + wan20.String(), "WANInteractive/" + wan20.String()},
 		Transports: []string{"ws", "wsmux", "wsmux-httpstream-eventloop"},
-		Benchtime:  "20x",
+		Benchtime:  "5x",
 		Count:      2,
 	}, func(s string) { lines = append(lines, s) })
 	if err != nil {
