@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"testing"
 	"time"
@@ -80,6 +81,16 @@ func (s *tcpSession) Accept() (Stream, error) {
 	}
 	if !s.conns.add(c) {
 		return nil, net.ErrClosed
+	}
+	if tc, ok := c.(*tls.Conn); ok {
+		// Handshake now, as Open waits for it (the client end of a
+		// tls.Conn would otherwise wait for this end's first Read).
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := tc.HandshakeContext(ctx); err != nil {
+			tc.Close()
+			return nil, err
+		}
 	}
 	return tcpStream{c, s.conns}, nil
 }
