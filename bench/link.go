@@ -76,14 +76,16 @@ func (c LinkConfig) buffer() int64 {
 	return c.bdp() + q
 }
 
-// String names the link in tables: "rtt=80ms,1000Mbit/s".
+// String names the link in workload variants: "rtt=80ms_1000Mbps" (no
+// comma, which separates --workloads, nor slash, which separates
+// sub-benchmarks).
 func (c LinkConfig) String() string {
 	s := "rtt=" + (2 * c.Delay).String()
 	if c.Rate > 0 {
-		s += fmt.Sprintf(",%dMbit/s", c.Rate*8/1e6)
+		s += fmt.Sprintf("_%dMbps", c.Rate*8/1e6)
 	}
 	if c.StallEvery > 0 {
-		s += fmt.Sprintf(",stall=%v/%v", c.StallFor, c.StallEvery)
+		s += fmt.Sprintf("_stall=%v-every-%v", c.StallFor, c.StallEvery)
 	}
 	return s
 }

@@ -37,7 +37,7 @@ type Net struct {
 	Link *LinkConfig
 }
 
-// String names the network in workload variants: "tls", "rtt=80ms,...".
+// String names the network in workload variants: "tls", "rtt=80ms_...".
 func (n Net) String() string {
 	s := ""
 	if n.Link != nil {
@@ -45,7 +45,7 @@ func (n Net) String() string {
 	}
 	if n.TLS {
 		if s != "" {
-			s += ","
+			s += "_"
 		}
 		s += "tls"
 	}
