@@ -15,7 +15,7 @@ MODULES := $(shell bash scripts/modules.sh)
 each = set -e; for m in $(MODULES); do echo "== module $$m"; (cd $$m && $(1)); done
 
 .DEFAULT_GOAL := test
-.PHONY: wsmux test test-k8s test-consumers ts-test vet fmt-check lint cross bench bench-go bench-idle fuzz fuzz-seeds fuzz-long fuzz-ci fuzz-vet
+.PHONY: wsmux test test-k8s test-consumers ts-test vet fmt-check lint cross bench bench-wan bench-go bench-idle fuzz fuzz-seeds fuzz-long fuzz-ci fuzz-vet
 
 # The packages whose tests drive sessions: make test runs them once more with the reference
 # driver (mux.DriverGoroutines) in place of the default fast paths: in the core module...
@@ -90,11 +90,18 @@ cross:
 	@$(call each,GOOS=windows $(GO) build ./... && GOOS=darwin $(GO) build ./... && GOOS=windows $(GO) vet ./... && GOOS=darwin $(GO) vet ./...)
 
 ## bench: the side-by-side comparison of wsmux, SPDY, yamux, smux and the tcp/ws ceilings: the
-## full suite, 3 runs each, medians (about 7 min on 2 cores; `cd bench && go run ./cmd/wsmux-bench bench --quick`
-## takes 1.5): prints the CPU model and a table per workload (MB/s beside cpu-ms/MiB, the process
-## CPU per MiB moved), writes docs/bench/{bench.md,bench.svg,results.json}.
+## full suite, 3 runs each, medians, with the read-size (Bulk1Read), TLS (TLS*) and WAN (WAN*, 20
+## and 80 ms RTT at 1 Gbit/s, one 3 s run each) tables beside the others (about 15 min on 2
+## cores; `cd bench && go run ./cmd/wsmux-bench bench --quick` takes about 5): prints the CPU model
+## and a table per workload (MB/s beside cpu-ms/MiB, the process CPU per MiB moved), writes
+## docs/bench/{bench.md,bench.svg,results.json}. bench-wan runs the WAN tables alone (about 3 min).
 bench:
+	@grep -m1 "model name" /proc/cpuinfo || true
 	cd bench && $(GO) run ./cmd/wsmux-bench bench --count 3 --out ../docs/bench
+
+bench-wan:
+	@grep -m1 "model name" /proc/cpuinfo || true
+	cd bench && $(GO) run ./cmd/wsmux-bench bench --workloads WANBulk1,WANStreams8,WANInteractive
 
 ## bench-idle: many idle sessions in one server process, clients in a second one
 ## (docs/performance.md): 15,000 on the event loop, then on the fast paths, then 1,000 of

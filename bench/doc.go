@@ -22,6 +22,18 @@
 // per idle stream at 10,000 streams) and NeverRead (what a stream whose reader
 // never reads costs the sender, the heap and the other streams).
 //
+// Three dimensions run beside those (issue 39): Bulk1Read (Bulk1 client to
+// server read 4, 8 or 32 KiB at a time, or by io.Copy into io.Discard until
+// io.EOF); TLSBulk1, TLSStreams64 and TLSEcho64 (the same over TLS on
+// loopback: wss for the WebSocket transports, tls.Conn under the others,
+// TLS 1.3 with one ECDSA P-256 certificate for all, see Net); and WANBulk1,
+// WANStreams8 and WANInteractive through the link emulator (LinkConfig,
+// Link: a user-space relay with a one-way delay, a bandwidth cap and
+// optional periodic stalls) at 20 and 80 ms RTT and 1 Gbit/s, each a fixed
+// 1 s warm-up and 2 s measurement, run once whatever the count
+// (Workload.Runs). The transport "wsmux-httpstream-eventloop" runs the bulk
+// workloads only (Transport.Workloads).
+//
 // The throughput workloads (Bulk1, Streams8, Streams64, Streams1024) also report
 // cpu-ms/MiB (CPUPerMiB): the process's CPU time, user plus system from
 // getrusage, per MiB moved while the clock ran. Both ends run in this process,

@@ -70,6 +70,10 @@ var metrics = map[string]metricInfo{
 	"close-ok":          {"bool", true},
 	"unbounded":         {"bool", false},
 	CPUPerMiB:           {"ms/MiB", false},
+	"of-link":           {"ratio", true},
+	"peak-inflight-B":   {"B", false},
+	"peak-heap-B":       {"B", false},
+	"echoes":            {"echoes", true},
 }
 
 func newResult(workload, transport, metric string, v float64, run int) Result {
@@ -155,9 +159,15 @@ func Run(ctx context.Context, opts Options, progress func(string)) ([]Result, er
 	var results []Result
 	for run := range count {
 		for _, w := range ws {
+			if w.Runs > 0 && run >= w.Runs {
+				continue
+			}
 			for _, tr := range ts {
 				if err := ctx.Err(); err != nil {
 					return results, err
+				}
+				if !tr.runs(w) {
+					continue
 				}
 				name := fmt.Sprintf("%s transport=%s", w.FullName(), tr.Name)
 				rs, msg := runOne(w, tr, run)

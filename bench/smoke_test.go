@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/tls"
 	"io"
 	"testing"
 	"time"
@@ -19,7 +20,42 @@ const smokeBytes = 256 << 10
 func TestSmoke(t *testing.T) {
 	for _, tr := range All() {
 		t.Run(tr.Name, func(t *testing.T) {
-			smoke(t, tr)
+			smoke(t, tr, Net{})
+			goleak.VerifyNone(t, leakOptions()...)
+		})
+	}
+}
+
+// TestSmokeTLS is TestSmoke over TLS: every transport must run its
+// handshake with the bench's configuration (counted by its VerifyConnection)
+// and negotiate the one suite.
+func TestSmokeTLS(t *testing.T) {
+	for _, tr := range All() {
+		t.Run(tr.Name, func(t *testing.T) {
+			before := tlsHandshakes.Load()
+			smoke(t, tr, Net{TLS: true})
+			if tlsHandshakes.Load() == before {
+				t.Fatal("no TLS handshake with the bench's client configuration")
+			}
+			if got := tls.CipherSuiteName(uint16(tlsSuite.Load())); got != wantTLSSuite {
+				t.Errorf("suite %s, want %s", got, wantTLSSuite)
+			}
+			goleak.VerifyNone(t, leakOptions()...)
+		})
+	}
+}
+
+// wantTLSSuite is what TLS 1.3 between two Go ends picks with AES hardware.
+const wantTLSSuite = "TLS_AES_128_GCM_SHA256"
+
+// TestSmokeLink is TestSmoke through the link emulator (1 ms each way, a cap
+// of 1 Gbit/s), with TLS on top: the relays must pass data and half-closes
+// and end with the Pair.
+func TestSmokeLink(t *testing.T) {
+	link := &LinkConfig{Delay: time.Millisecond, Rate: 125e6}
+	for _, tr := range All() {
+		t.Run(tr.Name, func(t *testing.T) {
+			smoke(t, tr, Net{TLS: true, Link: link})
 			goleak.VerifyNone(t, leakOptions()...)
 		})
 	}
@@ -34,8 +70,8 @@ func leakOptions() []goleak.Option {
 	}
 }
 
-func smoke(t *testing.T, tr Transport) {
-	client, server, cleanup := tr.Pair(t)
+func smoke(t *testing.T, tr Transport, n Net) {
+	client, server, cleanup := tr.Pair(t, n)
 	defer cleanup()
 
 	type side struct {

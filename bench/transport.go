@@ -75,6 +75,10 @@ type Transport struct {
 	// multiplexer); 0 means no bound. Workloads that need more streams either
 	// use fewer (IdleStreams, reporting how many) or are skipped (StreamsN).
 	MaxStreams int
+	// Workloads, if not empty, are the only workloads (by Name) this
+	// transport runs; the others skip it. A variant of another transport
+	// kept out of most tables sets it.
+	Workloads []string
 	// Pair sets up a connected client and server Session over loopback TCP
 	// (127.0.0.1:0) and returns them with a cleanup function. It reports
 	// setup failures through tb (tb.Fatal). cleanup closes both sessions and
@@ -82,7 +86,12 @@ type Transport struct {
 	// started and returns within a few seconds even when a peer is stalled;
 	// it is safe to call more than once. Goroutines a workload started on
 	// the streams end once their Read or Write fails after cleanup.
-	Pair func(tb testing.TB) (client, server Session, cleanup func())
+	//
+	// n says what lies between the two (net.go): TLS, an emulated link.
+	// Every connection the Pair makes goes through n's wire: wire.pair for
+	// one connection made up front, wire.listen and wire.dial (or dialTLS)
+	// for a transport that dials its server.
+	Pair func(tb testing.TB, n Net) (client, server Session, cleanup func())
 }
 
 // order fixes the position of the known transports in All and in tables:
@@ -154,6 +163,11 @@ func All() []Transport {
 	return out
 }
 
+// runs reports whether tr runs w (see Transport.Workloads).
+func (tr Transport) runs(w Workload) bool {
+	return len(tr.Workloads) == 0 || slices.Contains(tr.Workloads, w.Name)
+}
+
 // Lookup returns the registered transport with the given name.
 func Lookup(name string) (Transport, bool) {
 	for _, t := range All() {
@@ -220,7 +234,8 @@ func listen(tb testing.TB) net.Listener {
 }
 
 // tcpPair returns both ends of one loopback TCP connection, the client end
-// first. Both are added to conns.
+// first. Both are added to conns. Transports use wire.pair, which adds the
+// Net's link and TLS.
 func tcpPair(tb testing.TB, conns *connSet) (client, server net.Conn) {
 	tb.Helper()
 	client, server, err := loopback.Pair()

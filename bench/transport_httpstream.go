@@ -2,6 +2,7 @@ package bench
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -93,6 +94,16 @@ type httpstreamStream struct {
 	mu      sync.Mutex
 	finSent bool
 	closed  bool
+}
+
+// WriteTo forwards to the connection's stream where it has its own (the
+// wsmux adapter's), so io.Copy takes the same path as through the bare
+// interface; elsewhere it is io.Copy's.
+func (s *httpstreamStream) WriteTo(w io.Writer) (int64, error) {
+	if wt, ok := s.Stream.(io.WriterTo); ok {
+		return wt.WriteTo(w)
+	}
+	return io.Copy(w, struct{ io.Reader }{s.Stream})
 }
 
 func (s *httpstreamStream) CloseWrite() error {

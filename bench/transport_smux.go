@@ -53,9 +53,9 @@ func (s smuxSession) Accept() (Stream, error) {
 
 func (s smuxSession) Close() error { return s.s.Close() }
 
-func smuxPair(tb testing.TB) (client, server Session, cleanup func()) {
+func smuxPair(tb testing.TB, n Net) (client, server Session, cleanup func()) {
 	conns := newConnSet()
-	cc, sc := tcpPair(tb, conns)
+	cc, sc := n.wire(tb, conns).pair(tb)
 	cfg := smux.DefaultConfig()
 	cfg.Version = 2
 	cs, err := smux.Client(cc, cfg)

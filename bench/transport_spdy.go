@@ -147,9 +147,9 @@ func spdyCleanup(tb testing.TB, name string, done chan struct{}, cconn, sconn ht
 	}
 }
 
-func spdyPair(tb testing.TB) (client, server Session, cleanup func()) {
+func spdyPair(tb testing.TB, n Net) (client, server Session, cleanup func()) {
 	conns := newConnSet()
-	cc, sc := tcpPair(tb, conns)
+	cc, sc := n.wire(tb, conns).pair(tb)
 	cnet, snet := newSPDYNetConn(cc), newSPDYNetConn(sc)
 	done := make(chan struct{})
 	ss := newHTTPStreamServer(done)
@@ -187,9 +187,10 @@ func (l trackingListener) Accept() (net.Conn, error) {
 // round tripper (transport/websocket: DataBufferSize() + 1024).
 const clientGoWSBuffer = 32<<10 + 1024
 
-func spdyOverWSPair(tb testing.TB) (client, server Session, cleanup func()) {
+func spdyOverWSPair(tb testing.TB, n Net) (client, server Session, cleanup func()) {
 	conns := newConnSet()
-	ln := listen(tb)
+	w := n.wire(tb, conns)
+	ln := w.listen(tb)
 	done := make(chan struct{})
 	ss := newHTTPStreamServer(done)
 	type result struct {
@@ -220,7 +221,7 @@ func spdyOverWSPair(tb testing.TB) (client, server Session, cleanup func()) {
 	serving.Add(1)
 	go func() {
 		defer serving.Done()
-		srv.Serve(trackingListener{ln, conns})
+		srv.Serve(ln)
 	}()
 	stopServer := func() {
 		srv.Close()
@@ -233,8 +234,10 @@ func spdyOverWSPair(tb testing.TB) (client, server Session, cleanup func()) {
 		ReadBufferSize:   clientGoWSBuffer,
 		WriteBufferSize:  clientGoWSBuffer,
 		HandshakeTimeout: 10 * time.Second,
+		NetDialContext:   w.dial,
+		TLSClientConfig:  w.clientTLS(),
 	}
-	u := "ws://" + ln.Addr().String() + "/api/v1/namespaces/default/pods/bench/portforward"
+	u := w.scheme("ws", "wss") + "://" + ln.Addr().String() + "/api/v1/namespaces/default/pods/bench/portforward"
 	wsc, resp, err := dialer.Dial(u, nil)
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()

@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"context"
+	"crypto/tls"
 	"net"
 	"testing"
+	"time"
 )
 
 // tcp: the ceiling of every transport here. No multiplexing: Open dials a new
@@ -38,30 +41,34 @@ type tcpSession struct {
 	ln    net.Listener // server side only
 	addr  string       // client side only
 	conns *connSet
+	wire  *wire
 }
 
+// tcpStream is a *net.TCPConn, or a *tls.Conn over one (whose CloseWrite
+// sends close_notify: the peer reads io.EOF).
 type tcpStream struct {
-	*net.TCPConn
+	net.Conn
 	conns *connSet
 }
 
+func (s tcpStream) CloseWrite() error { return s.Conn.(closeWriter).CloseWrite() }
+
 func (s tcpStream) Close() error {
-	s.conns.remove(s.TCPConn)
-	return s.TCPConn.Close()
+	s.conns.remove(s.Conn)
+	return s.Conn.Close()
 }
 
 func (s *tcpSession) Open() (Stream, error) {
 	if s.ln != nil {
 		return nil, errNotSupported
 	}
-	c, err := net.Dial("tcp", s.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := s.wire.dialTLS(ctx, s.addr)
 	if err != nil {
 		return nil, err
 	}
-	if !s.conns.add(c) {
-		return nil, net.ErrClosed
-	}
-	return tcpStream{c.(*net.TCPConn), s.conns}, nil
+	return tcpStream{c, s.conns}, nil
 }
 
 func (s *tcpSession) Accept() (Stream, error) {
@@ -75,7 +82,17 @@ func (s *tcpSession) Accept() (Stream, error) {
 	if !s.conns.add(c) {
 		return nil, net.ErrClosed
 	}
-	return tcpStream{c.(*net.TCPConn), s.conns}, nil
+	if tc, ok := c.(*tls.Conn); ok {
+		// Handshake now, as Open waits for it (the client end of a
+		// tls.Conn would otherwise wait for this end's first Read).
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := tc.HandshakeContext(ctx); err != nil {
+			tc.Close()
+			return nil, err
+		}
+	}
+	return tcpStream{c, s.conns}, nil
 }
 
 func (s *tcpSession) Close() error {
@@ -86,10 +103,11 @@ func (s *tcpSession) Close() error {
 	return nil
 }
 
-func tcpTransportPair(tb testing.TB) (client, server Session, cleanup func()) {
-	ln := listen(tb)
-	cs := &tcpSession{addr: ln.Addr().String(), conns: newConnSet()}
-	ss := &tcpSession{ln: ln, conns: newConnSet()}
+func tcpTransportPair(tb testing.TB, n Net) (client, server Session, cleanup func()) {
+	cconns, sconns := newConnSet(), newConnSet()
+	ln := n.wire(tb, sconns).listen(tb)
+	cs := &tcpSession{addr: ln.Addr().String(), conns: cconns, wire: n.wire(tb, cconns)}
+	ss := &tcpSession{ln: ln, conns: sconns}
 	return cs, ss, func() {
 		cs.Close()
 		ss.Close()

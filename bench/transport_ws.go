@@ -55,18 +55,17 @@ type wsSession struct {
 	ln    net.Listener // server side only
 	url   string       // client side only
 	conns *connSet
+	wire  *wire // client side only
 }
 
 func (s *wsSession) Open() (Stream, error) {
 	if s.ln != nil {
 		return nil, errNotSupported
 	}
-	conn, br, _, err := ws.Dialer{Timeout: 10 * time.Second}.Dial(context.Background(), s.url)
+	d := ws.Dialer{Timeout: 10 * time.Second, NetDial: s.wire.dial, TLSConfig: s.wire.clientTLS()}
+	conn, br, _, err := d.Dial(context.Background(), s.url)
 	if err != nil {
 		return nil, err
-	}
-	if !s.conns.add(conn) {
-		return nil, net.ErrClosed
 	}
 	return newWSStream(conn, br, true, s.conns), nil
 }
@@ -103,10 +102,12 @@ func (s *wsSession) Close() error {
 	return nil
 }
 
-func wsTransportPair(tb testing.TB) (client, server Session, cleanup func()) {
-	ln := listen(tb)
-	cs := &wsSession{url: "ws://" + ln.Addr().String() + "/", conns: newConnSet()}
-	ss := &wsSession{ln: ln, conns: newConnSet()}
+func wsTransportPair(tb testing.TB, n Net) (client, server Session, cleanup func()) {
+	cconns, sconns := newConnSet(), newConnSet()
+	sw, cw := n.wire(tb, sconns), n.wire(tb, cconns)
+	ln := sw.listen(tb)
+	cs := &wsSession{url: cw.scheme("ws", "wss") + "://" + ln.Addr().String() + "/", conns: cconns, wire: cw}
+	ss := &wsSession{ln: ln, conns: sconns}
 	return cs, ss, func() {
 		cs.Close()
 		ss.Close()

@@ -96,12 +96,13 @@ func (s wsmuxSession) Close() error { return s.s.Close() }
 type upgradeServer struct {
 	srv     *http.Server
 	ln      net.Listener
+	wire    *wire
 	serving sync.WaitGroup
 	result  chan error
 }
 
-func startUpgradeServer(tb testing.TB, conns *connSet, upgrade func(w http.ResponseWriter, r *http.Request) error) *upgradeServer {
-	u := &upgradeServer{ln: listen(tb), result: make(chan error, 1)}
+func startUpgradeServer(tb testing.TB, wr *wire, upgrade func(w http.ResponseWriter, r *http.Request) error) *upgradeServer {
+	u := &upgradeServer{ln: wr.listen(tb), wire: wr, result: make(chan error, 1)}
 	var once sync.Once
 	u.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -120,12 +121,15 @@ func startUpgradeServer(tb testing.TB, conns *connSet, upgrade func(w http.Respo
 	u.serving.Add(1)
 	go func() {
 		defer u.serving.Done()
-		u.srv.Serve(trackingListener{u.ln, conns})
+		u.srv.Serve(u.ln)
 	}()
 	return u
 }
 
-func (u *upgradeServer) url() string { return "ws://" + u.ln.Addr().String() + "/" }
+// url is the server's ws:// or, with TLS, wss:// URL.
+func (u *upgradeServer) url() string {
+	return u.wire.scheme("ws", "wss") + "://" + u.ln.Addr().String() + "/"
+}
 
 // wait returns the handler's result once the client's handshake is done
 // (bounded), then stops the server: the hijacked connection stays open.
@@ -147,55 +151,54 @@ func (u *upgradeServer) stop() {
 	u.serving.Wait()
 }
 
-// trackingDial dials TCP and adds the connection to conns.
-func trackingDial(conns *connSet) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		if !conns.add(c) {
-			return nil, net.ErrClosed
-		}
-		return c, nil
-	}
+func wsmuxPair(tb testing.TB, n Net) (client, server Session, cleanup func()) {
+	return wsmuxPairWith(tb, n, "wsmux", wsmuxConfig)
 }
 
-func wsmuxPair(tb testing.TB) (client, server Session, cleanup func()) {
+// wsmuxPairWith is a wsmux Pair whose sessions have cfg's Config.
+func wsmuxPairWith(tb testing.TB, n Net, name string, cfg func() *mux.Config) (client, server Session, cleanup func()) {
 	conns := newConnSet()
+	wr := n.wire(tb, conns)
 	var ss *mux.Session
-	u := startUpgradeServer(tb, conns, func(w http.ResponseWriter, r *http.Request) error {
-		s, err := mux.Upgrade(w, r, wsmuxConfig())
+	u := startUpgradeServer(tb, wr, func(w http.ResponseWriter, r *http.Request) error {
+		s, err := mux.Upgrade(w, r, cfg())
 		ss = s
 		return err
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d := mux.Dialer{Config: wsmuxConfig(), NetDial: trackingDial(conns)}
+	d := mux.Dialer{Config: cfg(), NetDial: wr.dial, TLSConfig: wr.clientTLS()}
 	cs, err := d.Dial(ctx, u.url())
 	if err != nil {
 		conns.closeAll()
 		u.stop()
-		mustf(tb, err, "wsmux: dial")
+		mustf(tb, err, "%s: dial", name)
 	}
 	if err := u.wait(); err != nil {
 		conns.closeAll()
 		cs.Close()
-		mustf(tb, err, "wsmux: upgrade")
+		mustf(tb, err, "%s: upgrade", name)
 	}
-	return wsmuxSession{cs}, wsmuxSession{ss}, muxCleanup(tb, "wsmux", conns, cs.Close, ss.Close)
+	return wsmuxSession{cs}, wsmuxSession{ss}, muxCleanup(tb, name, conns, cs.Close, ss.Close)
 }
 
 // wsmuxHTTPStreamPingPeriod is the client's keepalive, as for the spdy
 // transport (client-go's SPDY round tripper pings every 5 s).
 const wsmuxHTTPStreamPingPeriod = 5 * time.Second
 
-func wsmuxHTTPStreamPair(tb testing.TB) (client, server Session, cleanup func()) {
+func wsmuxHTTPStreamPair(tb testing.TB, n Net) (client, server Session, cleanup func()) {
+	return wsmuxHTTPStreamPairWith(tb, n, "wsmux-httpstream", wsmuxConfig)
+}
+
+// wsmuxHTTPStreamPairWith is a wsmux-httpstream Pair whose sessions have
+// cfg's Config.
+func wsmuxHTTPStreamPairWith(tb testing.TB, n Net, name string, cfg func() *mux.Config) (client, server Session, cleanup func()) {
 	conns := newConnSet()
+	wr := n.wire(tb, conns)
 	done := make(chan struct{})
 	ss := newHTTPStreamServer(done)
-	upgrader := httpstream.NewResponseUpgraderWithConfig(wsmuxConfig())
-	u := startUpgradeServer(tb, conns, func(w http.ResponseWriter, r *http.Request) error {
+	upgrader := httpstream.NewResponseUpgraderWithConfig(cfg())
+	u := startUpgradeServer(tb, wr, func(w http.ResponseWriter, r *http.Request) error {
 		sconn := upgrader.UpgradeResponse(w, r, ss.handler)
 		if sconn == nil {
 			return errUpgradeFailed
@@ -204,20 +207,20 @@ func wsmuxHTTPStreamPair(tb testing.TB) (client, server Session, cleanup func())
 		return nil
 	})
 	rt, err := httpstream.NewRoundTripperWithConfig(httpstream.RoundTripperConfig{
-		UpgradeTransport: &http.Transport{DialContext: trackingDial(conns)},
+		UpgradeTransport: &http.Transport{DialContext: wr.dial, TLSClientConfig: wr.clientTLS()},
 		PingPeriod:       wsmuxHTTPStreamPingPeriod,
-		Config:           wsmuxConfig(),
+		Config:           cfg(),
 	})
 	if err != nil {
 		u.stop()
-		mustf(tb, err, "wsmux-httpstream: round tripper")
+		mustf(tb, err, "%s: round tripper", name)
 	}
-	req, err := http.NewRequest(http.MethodPost, "http"+u.url()[2:]+"api/v1/namespaces/default/pods/bench/portforward", nil)
-	mustf(tb, err, "wsmux-httpstream: request")
+	req, err := http.NewRequest(http.MethodPost, wr.scheme("http", "https")+"://"+u.ln.Addr().String()+"/api/v1/namespaces/default/pods/bench/portforward", nil)
+	mustf(tb, err, "%s: request", name)
 	fail := func(err error, what string) {
 		conns.closeAll()
 		u.stop()
-		mustf(tb, err, "wsmux-httpstream: %s", what)
+		mustf(tb, err, "%s: %s", name, what)
 	}
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
@@ -230,17 +233,17 @@ func wsmuxHTTPStreamPair(tb testing.TB) (client, server Session, cleanup func())
 	if err := u.wait(); err != nil {
 		cconn.Close()
 		conns.closeAll()
-		mustf(tb, err, "wsmux-httpstream: upgrade")
+		mustf(tb, err, "%s: upgrade", name)
 	}
 	cs := newHTTPStreamClient(cconn, done)
 	sconn := ss.conn
 	var closeDone sync.Once
 	closers := []func() error{cconn.Close, sconn.Close}
-	inner := muxCleanup(tb, "wsmux-httpstream", conns, closers...)
+	inner := muxCleanup(tb, name, conns, closers...)
 	return cs, ss, func() {
 		closeDone.Do(func() { close(done) })
 		inner()
-		waitClosed(tb, "wsmux-httpstream", cconn, sconn)
+		waitClosed(tb, name, cconn, sconn)
 	}
 }
 

@@ -1,10 +1,7 @@
 package bench
 
 import (
-	"context"
-	"net/http"
 	"testing"
-	"time"
 
 	"github.com/wsmux/wsmux/mux"
 )
@@ -22,6 +19,16 @@ func init() {
 		MaxStreams:  wsmuxMaxStreams,
 		Pair:        wsmuxEventLoopPair,
 	})
+	Register(Transport{
+		Name:        "wsmux-httpstream-eventloop",
+		Multiplexed: true,
+		Description: "wsmux-httpstream with Config.Driver = mux.DriverEventLoop on both ends; bulk workloads only",
+		MaxStreams:  wsmuxMaxStreams,
+		Workloads:   []string{"Bulk1", "Bulk1Read"},
+		Pair: func(tb testing.TB, n Net) (client, server Session, cleanup func()) {
+			return wsmuxHTTPStreamPairWith(tb, n, "wsmux-httpstream-eventloop", wsmuxEventLoopConfig)
+		},
+	})
 }
 
 func wsmuxEventLoopConfig() *mux.Config {
@@ -30,27 +37,6 @@ func wsmuxEventLoopConfig() *mux.Config {
 	return c
 }
 
-func wsmuxEventLoopPair(tb testing.TB) (client, server Session, cleanup func()) {
-	conns := newConnSet()
-	var ss *mux.Session
-	u := startUpgradeServer(tb, conns, func(w http.ResponseWriter, r *http.Request) error {
-		s, err := mux.Upgrade(w, r, wsmuxEventLoopConfig())
-		ss = s
-		return err
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	d := mux.Dialer{Config: wsmuxEventLoopConfig(), NetDial: trackingDial(conns)}
-	cs, err := d.Dial(ctx, u.url())
-	if err != nil {
-		conns.closeAll()
-		u.stop()
-		mustf(tb, err, "wsmux-eventloop: dial")
-	}
-	if err := u.wait(); err != nil {
-		conns.closeAll()
-		cs.Close()
-		mustf(tb, err, "wsmux-eventloop: upgrade")
-	}
-	return wsmuxSession{cs}, wsmuxSession{ss}, muxCleanup(tb, "wsmux-eventloop", conns, cs.Close, ss.Close)
+func wsmuxEventLoopPair(tb testing.TB, n Net) (client, server Session, cleanup func()) {
+	return wsmuxPairWith(tb, n, "wsmux-eventloop", wsmuxEventLoopConfig)
 }

@@ -46,9 +46,9 @@ func (s yamuxSession) Accept() (Stream, error) {
 
 func (s yamuxSession) Close() error { return s.s.Close() }
 
-func yamuxPair(tb testing.TB) (client, server Session, cleanup func()) {
+func yamuxPair(tb testing.TB, n Net) (client, server Session, cleanup func()) {
 	conns := newConnSet()
-	cc, sc := tcpPair(tb, conns)
+	cc, sc := n.wire(tb, conns).pair(tb)
 	cfg := yamux.DefaultConfig()
 	cfg.LogOutput = io.Discard
 	cs, err := yamux.Client(cc, cfg)

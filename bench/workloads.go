@@ -25,7 +25,10 @@ type Workload struct {
 	// CeilingNote says, in the tables' titles, how the ceilings run the
 	// workload where that differs from the multiplexers.
 	CeilingNote string
-	Fn          func(b *testing.B, tr Transport)
+	// Runs, when positive, caps how many of Options.Count runs measure
+	// it: the WAN workloads take seconds each whatever the benchtime.
+	Runs int
+	Fn   func(b *testing.B, tr Transport)
 }
 
 // FullName is the workload's name in results and tables: Name, or
@@ -61,11 +64,19 @@ var throughputMetrics = []string{"MB/s", CPUPerMiB, "ns/op", "B/op", "allocs/op"
 
 // Workloads returns every workload in table order.
 func Workloads() []Workload {
-	return []Workload{
+	return append([]Workload{
 		{Name: "Bulk1", Variant: "dir=c2s", Primary: "MB/s", Metrics: throughputMetrics,
 			Fn: func(b *testing.B, tr Transport) { Bulk1(b, tr, true) }},
 		{Name: "Bulk1", Variant: "dir=s2c", Primary: "MB/s", Metrics: throughputMetrics,
 			Fn: func(b *testing.B, tr Transport) { Bulk1(b, tr, false) }},
+		{Name: "Bulk1Read", Variant: "read=4KiB", Primary: "MB/s", Metrics: throughputMetrics,
+			Fn: func(b *testing.B, tr Transport) { BulkWith(b, tr, BulkOptions{C2S: true, ReadSize: 4 << 10}) }},
+		{Name: "Bulk1Read", Variant: "read=8KiB", Primary: "MB/s", Metrics: throughputMetrics,
+			Fn: func(b *testing.B, tr Transport) { BulkWith(b, tr, BulkOptions{C2S: true, ReadSize: 8 << 10}) }},
+		{Name: "Bulk1Read", Variant: "read=32KiB", Primary: "MB/s", Metrics: throughputMetrics,
+			Fn: func(b *testing.B, tr Transport) { BulkWith(b, tr, BulkOptions{C2S: true, ReadSize: 32 << 10}) }},
+		{Name: "Bulk1Read", Variant: "read=io.Copy", Primary: "MB/s", Metrics: throughputMetrics,
+			Fn: func(b *testing.B, tr Transport) { BulkWith(b, tr, BulkOptions{C2S: true, Copy: true}) }},
 		{Name: "Streams8", Primary: "MB/s", Metrics: throughputMetrics, CeilingNote: perStream,
 			Fn: func(b *testing.B, tr Transport) { StreamsN(b, tr, 8) }},
 		{Name: "Streams64", Primary: "MB/s", Metrics: throughputMetrics, CeilingNote: perStream,
@@ -73,11 +84,17 @@ func Workloads() []Workload {
 		{Name: "Streams1024", Primary: "MB/s", Metrics: throughputMetrics, CeilingNote: perStream, Heavy: true,
 			Fn: func(b *testing.B, tr Transport) { StreamsN(b, tr, 1024) }},
 		{Name: "Echo64", Primary: "ns/op", Metrics: standardMetrics, Fn: Echo64},
+		{Name: "TLSBulk1", Variant: "dir=c2s", Primary: "MB/s", Metrics: throughputMetrics,
+			Fn: func(b *testing.B, tr Transport) { BulkWith(b, tr, BulkOptions{C2S: true, Net: Net{TLS: true}}) }},
+		{Name: "TLSStreams64", Primary: "MB/s", Metrics: throughputMetrics, CeilingNote: perStream,
+			Fn: func(b *testing.B, tr Transport) { StreamsNOver(b, tr, 64, Net{TLS: true}) }},
+		{Name: "TLSEcho64", Primary: "ns/op", Metrics: standardMetrics,
+			Fn: func(b *testing.B, tr Transport) { Echo64Over(b, tr, Net{TLS: true}) }},
 		{Name: "OpenClose", Primary: "ns/op", Metrics: standardMetrics, Fn: OpenClose},
 		{Name: "Interactive", Primary: "p99-ns", Metrics: []string{"p50-ns", "p99-ns", "bulk-MB/s", "idle-p50-ns", "idle-p99-ns", "B/op", "allocs/op"}, Fn: Interactive},
 		{Name: "IdleStreams", Primary: "B/stream", Metrics: []string{"B/stream", "goroutines/stream", "streams"}, Heavy: true, Fn: IdleStreams},
 		{Name: "NeverRead", Primary: "accepted-B", Metrics: []string{"accepted-B", "heap-B", "other-stream-ok", "close-ok", "unbounded"}, Fn: NeverRead},
-	}
+	}, wanWorkloads(wan20, wan80)...)
 }
 
 // payload is random data the workloads send (nothing here compresses data,
@@ -108,7 +125,13 @@ type env struct {
 
 func newEnv(tb testing.TB, tr Transport) *env {
 	tb.Helper()
-	c, s, cleanup := tr.Pair(tb)
+	return newEnvOver(tb, tr, Net{})
+}
+
+// newEnvOver is newEnv over n (TLS, an emulated link).
+func newEnvOver(tb testing.TB, tr Transport, n Net) *env {
+	tb.Helper()
+	c, s, cleanup := tr.Pair(tb, n)
 	return &env{tb: tb, client: c, server: s, cleanup: cleanup, tornDown: make(chan struct{})}
 }
 

@@ -14,9 +14,12 @@ import (
 
 // Echo64 measures the round-trip time of an echoSize-byte request and
 // response on one stream (ns/op is the RTT).
-func Echo64(b *testing.B, tr Transport) {
+func Echo64(b *testing.B, tr Transport) { Echo64Over(b, tr, Net{}) }
+
+// Echo64Over is Echo64 over n (TLS).
+func Echo64Over(b *testing.B, tr Transport, n Net) {
 	b.ReportAllocs()
-	e := newEnv(b, tr)
+	e := newEnvOver(b, tr, n)
 	defer e.close()
 	cs, ss := e.openPair()
 	e.spawn(func() error { return echo(ss, echoSize) })

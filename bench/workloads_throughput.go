@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"cmp"
+	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -10,24 +13,51 @@ import (
 // streams at once (StreamsN), in MB/s and CPU per MiB.
 
 // Bulk1 moves data over one stream in bulkChunk writes, client to server (c2s:
-// the client masks on WebSocket transports) or server to client. The clock
-// stops when the receiver has every byte. Besides MB/s it reports CPUPerMiB.
+// the client masks on WebSocket transports) or server to client, read
+// bulkChunk bytes at a time. The clock stops when the receiver has every
+// byte. Besides MB/s it reports CPUPerMiB.
 func Bulk1(b *testing.B, tr Transport, c2s bool) {
+	BulkWith(b, tr, BulkOptions{C2S: c2s})
+}
+
+// BulkOptions vary Bulk1.
+type BulkOptions struct {
+	C2S bool // client to server, else server to client
+	// ReadSize is the receiver's buffer; 0 means bulkChunk (32 KiB).
+	ReadSize int
+	// Copy has the receiver io.Copy the stream into io.Discard until
+	// io.EOF (the writer half-closes after the last chunk): the stream's
+	// io.WriterTo where it has one, else io.Copy's 32 KiB buffer.
+	Copy bool
+	Net  Net // TLS, link
+}
+
+// BulkWith is Bulk1 with opts.
+func BulkWith(b *testing.B, tr Transport, opts BulkOptions) {
 	b.ReportAllocs()
-	e := newEnv(b, tr)
+	e := newEnvOver(b, tr, opts.Net)
 	defer e.close()
 	cs, ss := e.openPair()
 	w, r := cs, ss
-	if !c2s {
+	if !opts.C2S {
 		w, r = ss, cs
 	}
 	// One chunk untimed first, so that lazily built per-stream state is not
 	// charged to a run with small b.N.
 	total := int64(b.N+1) * bulkChunk
 	received := make(chan error, 1)
-	rbuf := make([]byte, bulkChunk)
+	rbuf := make([]byte, cmp.Or(opts.ReadSize, bulkChunk))
 	go func() {
-		err := readN(r, total, rbuf)
+		var err error
+		if opts.Copy {
+			var n int64
+			n, err = io.Copy(io.Discard, r)
+			if err == nil && n != total {
+				err = fmt.Errorf("io.Copy moved %d bytes, want %d", n, total)
+			}
+		} else {
+			err = readN(r, total, rbuf)
+		}
 		e.fail(err) // unblocks the writer
 		received <- err
 	}()
@@ -44,6 +74,11 @@ func Bulk1(b *testing.B, tr Transport, c2s bool) {
 			e.fatalf("write: %v", err)
 		}
 	}
+	if opts.Copy {
+		if err := w.CloseWrite(); err != nil {
+			e.fatalf("close write: %v", err)
+		}
+	}
 	if err := <-received; err != nil {
 		e.fatalf("read: %v", err)
 	}
@@ -55,12 +90,15 @@ func Bulk1(b *testing.B, tr Transport, c2s bool) {
 // streamsPayload bytes client to server from its own goroutine, and the
 // iteration ends when every server stream has all of it. One untimed round
 // warms up first. Besides MB/s it reports CPUPerMiB.
-func StreamsN(b *testing.B, tr Transport, n int) {
+func StreamsN(b *testing.B, tr Transport, n int) { StreamsNOver(b, tr, n, Net{}) }
+
+// StreamsNOver is StreamsN over nt (TLS).
+func StreamsNOver(b *testing.B, tr Transport, n int, nt Net) {
 	b.ReportAllocs()
 	if tr.MaxStreams > 0 && tr.MaxStreams < n {
 		b.Skipf("%s holds at most %d streams", tr.Name, tr.MaxStreams)
 	}
-	e := newEnv(b, tr)
+	e := newEnvOver(b, tr, nt)
 	defer e.close()
 	cs, ss := e.openN(n)
 

@@ -222,6 +222,33 @@ func (s *stream) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// WriteTo writes the stream's data to w until its end (io.WriterTo, so
+// io.Copy takes mux.Stream's large reads); the stream's end is success
+// where Read would report io.EOF, and w's errors are returned as they are.
+func (s *stream) WriteTo(w io.Writer) (int64, error) {
+	ew := errWriter{w: w}
+	n, err := s.st.WriteTo(&ew)
+	if err != nil && ew.err == nil && isEnd(err) && !s.lost(err) {
+		err = nil
+	}
+	return n, err
+}
+
+// errWriter remembers the error of its writer, so WriteTo tells it from
+// the stream's.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	n, err := e.w.Write(p)
+	if err != nil {
+		e.err = err
+	}
+	return n, err
+}
+
 // lost reports whether err is the end of a session whose connection was
 // lost for good (a session that was suspended, then failed: its resume
 // was refused or timed out): a Read reports it, so that client-go does not take the end of the

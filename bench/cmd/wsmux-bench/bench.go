@@ -301,16 +301,30 @@ func plannedRuns(opts bench.Options) (int, error) {
 			}
 		}
 	}
-	nt := len(bench.All())
+	ts := bench.All()
 	if len(opts.Transports) > 0 {
+		ts = ts[:0]
 		for _, n := range opts.Transports {
-			if _, ok := bench.Lookup(n); !ok {
+			t, ok := bench.Lookup(n)
+			if !ok {
 				return 0, fmt.Errorf("bench: no transport %q (have %s)", n, strings.Join(transportNames(), ", "))
 			}
+			ts = append(ts, t)
 		}
-		nt = len(opts.Transports)
 	}
-	return len(ws) * nt * max(opts.Count, 1), nil
+	total := 0
+	for _, w := range ws {
+		runs := max(opts.Count, 1)
+		if w.Runs > 0 {
+			runs = min(runs, w.Runs)
+		}
+		for _, t := range ts {
+			if len(t.Workloads) == 0 || slices.Contains(t.Workloads, w.Name) {
+				total += runs
+			}
+		}
+	}
+	return total, nil
 }
 
 func workloadNames() []string {
