@@ -104,9 +104,13 @@ func (r *Redis) Ping(ctx context.Context) error {
 	return r.c.Ping(ctx).Err()
 }
 
-func (r *Redis) ticketKey(d [sha256.Size]byte) string { return r.prefix + "ticket:" + hex.EncodeToString(d[:]) }
-func (r *Redis) replicaKey(id string) string          { return r.prefix + "replica:" + id }
-func (r *Redis) ownerKey(k [sha256.Size]byte) string  { return r.prefix + "resume:" + hex.EncodeToString(k[:]) }
+func (r *Redis) ticketKey(d [sha256.Size]byte) string {
+	return r.prefix + "ticket:" + hex.EncodeToString(d[:])
+}
+func (r *Redis) replicaKey(id string) string { return r.prefix + "replica:" + id }
+func (r *Redis) ownerKey(k [sha256.Size]byte) string {
+	return r.prefix + "resume:" + hex.EncodeToString(k[:])
+}
 
 // UseTicket implements Store: SET NX with the ticket's expiry.
 func (r *Redis) UseTicket(ctx context.Context, d [sha256.Size]byte, exp time.Time) error {
