@@ -105,6 +105,11 @@ type Config struct {
 	AffinityCookie *http.Cookie
 	Logger         *slog.Logger
 	Metrics        *ops.Metrics
+
+	// Fleet, when set, makes the gateway one replica of a fleet sharing
+	// tickets, limits and resumable sessions (fleet.go, FleetConfig); nil:
+	// a single replica with its own memory. Call Close when done.
+	Fleet *FleetConfig
 }
 
 // Gateway is the gateway's HTTP handler.
@@ -117,6 +122,9 @@ type Gateway struct {
 	lim    *ops.Limiter
 	muxCfg *mux.Config  // downstream wsmux sessions
 	proxy  http.Handler // everything but the streaming subresources
+
+	fleet     *fleet // nil: a single replica
+	closeOnce sync.Once
 }
 
 // New validates cfg and returns a Gateway.
@@ -176,6 +184,15 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if g.proxy, err = g.newProxy(); err != nil {
 		return nil, err
+	}
+	if cfg.Fleet != nil {
+		if g.fleet, err = newFleet(g, *cfg.Fleet); err != nil {
+			return nil, err
+		}
+		if g.muxCfg.ResumeRegistry != nil {
+			g.muxCfg.ResumeRegistry.OnToken = g.fleet.onToken
+		}
+		g.fleet.start()
 	}
 	return g, nil
 }
@@ -287,10 +304,10 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 	}
 	log := g.log.With("remote", r.RemoteAddr, "caller", who, "user", user.Name, "namespace", t.Namespace, "pod", t.Pod,
 		"subresource", t.Subresource, "protocol", proto)
-	release, err := g.lim.AcquireSession(who)
+	release, err := g.acquireSession(r.Context(), who) // across the fleet with Config.Fleet
 	if err == nil {
 		defer release()
-		err = g.lim.AllowDial(who) // one upstream dial per session
+		err = g.allowDial(r.Context(), who) // one upstream dial per session
 	}
 	if err != nil {
 		var le *ops.LimitError
