@@ -54,7 +54,17 @@ func (f *fleet) sign(ts, method, uri, tok, caller, client string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
+// ownerKey carries the owner's address to the forwarder's Rewrite.
 type ownerKey struct{}
+
+// fleetCaller is a controller.User as a forwarded resume carries it: its
+// ID too (the resume registry binds a token to it).
+type fleetCaller struct {
+	ID     string   `json:"id"`
+	Name   string   `json:"name"`
+	UID    string   `json:"uid,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+}
 
 // newForwarder is the reverse proxy to an owner: the request's upgrade
 // is spliced through once the owner answers 101.
@@ -78,8 +88,7 @@ func (f *fleet) newForwarder() *httputil.ReverseProxy {
 				}
 			}
 			h.Del("Authorization") // the caller was authenticated here; the owner trusts the MAC
-			u := callerOf(pr.In)
-			b, _ := json.Marshal(u)
+			b, _ := json.Marshal(fleetCaller(callerOf(pr.In)))
 			caller := base64.RawURLEncoding.EncodeToString(b)
 			ts := strconv.FormatInt(time.Now().Unix(), 10)
 			uri := pr.Out.URL.RequestURI()
@@ -174,10 +183,12 @@ func (g *Gateway) FleetHandler() http.Handler {
 		case !hmac.Equal([]byte(want), []byte(r.Header.Get(headerFleetSignature))):
 			why = "bad " + headerFleetSignature + " (the replicas' --fleet-secret-file differ?)"
 		default:
+			var fc fleetCaller
 			b, derr := base64.RawURLEncoding.DecodeString(caller)
-			if derr != nil || json.Unmarshal(b, &u) != nil || u.ID == "" {
+			if derr != nil || json.Unmarshal(b, &fc) != nil || fc.ID == "" {
 				why = "bad " + headerFleetCaller
 			}
+			u = controller.User(fc)
 		}
 		if why != "" {
 			g.m.AuthFailures.WithLabelValues("fleet_forward").Inc()

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -76,13 +77,23 @@ func NewRedis(cfg RedisConfig) (*Redis, error) {
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = r.timeout, r.timeout, r.timeout
 	opt.PoolTimeout = r.timeout
 	opt.MaxRetries = -1 // no retries: the caller's fallback is faster than a retry
+	opt.DialerRetries = 1
 	opt.ContextTimeoutEnabled = true
 	opt.DisableIdentity = true
 	opt.Protocol = 2
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	quietOnce.Do(func() { redis.SetLogger(quiet{}) })
 	r.c = redis.NewClient(opt)
 	return r, nil
 }
+
+// quiet drops go-redis's own log lines (its pool's dial failures): the
+// gateway logs the store's failures itself, once per outage.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+var quietOnce sync.Once
 
 // redactURL hides a password in u.
 func redactURL(s string) string {
