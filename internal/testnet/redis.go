@@ -72,7 +72,7 @@ func (r *Redis) start(t testing.TB) bool {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(r.Addr)
 	cmd := exec.Command(r.bin, "--bind", "127.0.0.1", "--port", port, "--requirepass", r.Password,
-		"--dir", r.dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+		"--dir", r.dir, "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
 		"--logfile", filepath.Join(r.dir, "redis.log"), "--daemonize", "no")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
