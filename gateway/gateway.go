@@ -95,8 +95,9 @@ type Config struct {
 	// its downstream session is suspended for up to this long, the
 	// upstream connection is kept, and the client's resume (same caller)
 	// lands on the same session. A resume this gateway does not hold (a
-	// restart, another replica) is refused at once with 404 and
-	// "Wsmux-Resume: unknown". 0: off.
+	// restart, another replica outside a Fleet) is refused at once with
+	// 404 and "Wsmux-Resume: unknown"; in a Fleet it is forwarded to the
+	// replica that holds it. 0: off.
 	ResumeTimeout time.Duration
 	// AffinityCookie, when set, is sent (Set-Cookie) with the 101 of every
 	// new wsmux session: resumable clients send it back with their
