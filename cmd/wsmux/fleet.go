@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -28,6 +29,9 @@ type fleetFlags struct {
 	listen     string
 	advertise  string
 	secretFile string
+	// Set by validate.
+	tlsCfg *tls.Config
+	secret []byte
 }
 
 func (f *fleetFlags) register(c *cobra.Command) {
@@ -50,71 +54,90 @@ type fleetSetup struct {
 	srv   *http.Server
 }
 
-// start checks the flags, connects the store and listens on
-// --fleet-listen; nil without --shared-state. resume: the gateway offers
-// resumption (forwarding needs the fleet listener and the secret).
-func (f *fleetFlags) start(a *app, resume bool) (*fleetSetup, error) {
+// validate checks the flags and reads the secret, before anything is
+// opened; resume: the gateway offers resumption (forwarding needs the
+// fleet listener and the secret).
+func (f *fleetFlags) validate(resume bool) error {
 	if f.url == "" {
 		for name, set := range map[string]bool{"--shared-state-ca": f.ca != "", "--replica-name": f.replica != "",
 			"--fleet-listen": f.listen != "", "--advertise-address": f.advertise != "", "--fleet-secret-file": f.secretFile != ""} {
 			if set {
-				return nil, usageErrorf("%s needs --shared-state (redis://...): it configures a replica of a fleet", name)
+				return usageErrorf("%s needs --shared-state (redis://...): it configures a replica of a fleet", name)
 			}
 		}
-		return nil, nil
+		return nil
+	}
+	if u, err := url.Parse(f.url); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+		return usageErrorf("--shared-state %s: want redis://[:PASSWORD@]HOST:PORT[/DB], or rediss:// for TLS", redacted(f.url))
 	}
 	if f.timeout <= 0 {
-		return nil, usageErrorf("--shared-state-timeout %s: want a positive duration, for example 500ms", f.timeout)
+		return usageErrorf("--shared-state-timeout %s: want a positive duration, for example 500ms", f.timeout)
 	}
-	var tlsCfg *tls.Config
 	if f.ca != "" {
-		pool, err := auth.LoadCertPool(f.ca)
-		if err != nil {
-			return nil, usageErrorf("--shared-state-ca: %v", err)
+		if f.tlsCfg == nil {
+			pool, err := auth.LoadCertPool(f.ca)
+			if err != nil {
+				return usageErrorf("--shared-state-ca: %v", err)
+			}
+			f.tlsCfg = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 		}
-		tlsCfg = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	store, err := sharedstate.NewRedis(sharedstate.RedisConfig{URL: f.url, TLS: tlsCfg, Timeout: f.timeout})
+	if !resume {
+		return nil
+	}
+	if f.listen == "" || f.secretFile == "" {
+		return usageErrorf("--shared-state with resumption (--resume-timeout) needs --fleet-listen and --fleet-secret-file: a resume that reaches another replica is forwarded to the one holding the session (or pass --resume-timeout 0)")
+	}
+	b, err := os.ReadFile(f.secretFile)
+	if err != nil {
+		return usageErrorf("--fleet-secret-file: %v", err)
+	}
+	f.secret = bytes.TrimSpace(b)
+	if len(f.secret) < gateway.MinFleetSecret {
+		return usageErrorf("--fleet-secret-file %s: %d bytes, want at least %d: head -c 32 /dev/urandom | base64 > %s", f.secretFile, len(f.secret), gateway.MinFleetSecret, f.secretFile)
+	}
+	if err := checkListen("--fleet-listen", f.listen); err != nil {
+		return err
+	}
+	if f.advertise == "" {
+		host, _, _ := net.SplitHostPort(f.listen)
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			return usageErrorf("--fleet-listen %s listens on every address: pass --advertise-address HOST:PORT, the address the other replicas reach it at (in Kubernetes: $(POD_IP):PORT)", f.listen)
+		}
+	} else if _, _, err := net.SplitHostPort(f.advertise); err != nil {
+		return usageErrorf("--advertise-address %q: want HOST:PORT", f.advertise)
+	}
+	return nil
+}
+
+// start connects the store and listens on --fleet-listen (validate
+// passed); nil without --shared-state.
+func (f *fleetFlags) start(a *app) (*fleetSetup, error) {
+	if f.url == "" {
+		return nil, nil
+	}
+	store, err := sharedstate.NewRedis(sharedstate.RedisConfig{URL: f.url, TLS: f.tlsCfg, Timeout: f.timeout})
 	if err != nil {
 		return nil, usageErrorf("--shared-state: %v", err)
 	}
-	s := &fleetSetup{store: store, cfg: &gateway.FleetConfig{Store: store, Replica: f.replica}}
-	fail := func(err error) (*fleetSetup, error) { _ = store.Close(); return nil, err }
+	s := &fleetSetup{store: store, cfg: &gateway.FleetConfig{Store: store, Replica: f.replica, Secret: f.secret}}
 	if err := store.Ping(context.Background()); err != nil {
 		// Not fatal: the replica serves, falling back as documented, and
 		// the store is tried again at every call.
 		a.log.Error("gateway: the fleet's shared state does not answer yet: tickets are refused until it does", "shared_state", redacted(f.url), "error", err)
 	}
-	if !resume {
+	if f.listen == "" {
 		return s, nil
-	}
-	if f.listen == "" || f.secretFile == "" {
-		return fail(usageErrorf("--shared-state with resumption (--resume-timeout) needs --fleet-listen and --fleet-secret-file: a resume that reaches another replica is forwarded to the one holding the session (or pass --resume-timeout 0)"))
-	}
-	b, err := os.ReadFile(f.secretFile)
-	if err != nil {
-		return fail(usageErrorf("--fleet-secret-file: %v", err))
-	}
-	s.cfg.Secret = bytes.TrimSpace(b)
-	if len(s.cfg.Secret) < gateway.MinFleetSecret {
-		return fail(usageErrorf("--fleet-secret-file %s: %d bytes, want at least %d: head -c 32 /dev/urandom | base64 > %s", f.secretFile, len(s.cfg.Secret), gateway.MinFleetSecret, f.secretFile))
-	}
-	if err := checkListen("--fleet-listen", f.listen); err != nil {
-		return fail(err)
 	}
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
-		return fail(usageErrorf("--fleet-listen %s: %v: pick another address or stop what uses it", f.listen, err))
+		_ = store.Close()
+		return nil, fmt.Errorf("--fleet-listen %s: %w: pick another address or stop what uses it", f.listen, err)
 	}
 	s.ln = ln
 	s.cfg.Advertise = f.advertise
 	if s.cfg.Advertise == "" {
-		host, _, _ := net.SplitHostPort(ln.Addr().String())
-		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-			_ = ln.Close()
-			return fail(usageErrorf("--fleet-listen %s listens on every address: pass --advertise-address HOST:PORT, the address the other replicas reach it at (in Kubernetes: $(POD_IP):PORT)", f.listen))
-		}
-		s.cfg.Advertise = ln.Addr().String()
+		s.cfg.Advertise = ln.Addr().String() // a named host; port 0 resolved
 	}
 	return s, nil
 }

@@ -100,6 +100,9 @@ finish for --shutdown-timeout, then close what is left.`,
 			if err := resf.validate(); err != nil {
 				return err
 			}
+			if err := ff.validate(resf.timeout > 0); err != nil {
+				return err
+			}
 			affinity, err := aff.cookie()
 			if err != nil {
 				return err
@@ -166,7 +169,7 @@ finish for --shutdown-timeout, then close what is left.`,
 				go rl.Watch(stop, reloadEvery)
 			}
 			// A replica of a fleet (--shared-state): cmd/wsmux/fleet.go.
-			fleet, err := ff.start(a, resf.timeout > 0)
+			fleet, err := ff.start(a)
 			if err != nil {
 				return err
 			}
