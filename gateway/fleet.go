@@ -216,6 +216,11 @@ func (f *fleet) call(ctx context.Context, op string, fn func(context.Context) er
 	f.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
 	failed := err != nil && !errors.Is(err, sharedstate.ErrTicketUsed) && !errors.Is(err, sharedstate.ErrNotFound) &&
 		!isOverLimit(err)
+	if failed && ctx.Err() != nil {
+		// The request went away (its client hung up): no word on the store.
+		f.calls.WithLabelValues(op, "error").Inc()
+		return err
+	}
 	if failed {
 		f.calls.WithLabelValues(op, "error").Inc()
 		if f.up.Swap(false) {

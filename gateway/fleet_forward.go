@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -105,7 +106,7 @@ func (f *fleet) newForwarder() *httputil.ReverseProxy {
 				"remote", r.RemoteAddr, "owner", r.Context().Value(ownerKey{}), "error", err)
 			unknownSession(w, "the gateway replica that held this session is gone: open a new session")
 		},
-		ErrorLog: nil,
+		ErrorLog: slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
 	}
 }
 
