@@ -66,6 +66,7 @@ type fleet struct {
 	store sharedstate.Store
 	seq   atomic.Uint64
 	up    atomic.Bool
+	upMu  sync.Mutex // orders the transitions of up, its gauge and log lines
 	proxy *httputil.ReverseProxy
 
 	mu       sync.Mutex
@@ -203,7 +204,12 @@ func (f *fleet) loop() {
 				keys = append(keys, k)
 			}
 			f.mu.Unlock()
-			_ = f.call(ctx, "resume_refresh", func(ctx context.Context) error { return f.store.RefreshResumeOwners(ctx, keys, ownerTTL) })
+			for len(keys) > 0 { // in pipelines of 1,000, each within the store's timeout
+				n := min(len(keys), 1000)
+				batch := keys[:n]
+				keys = keys[n:]
+				_ = f.call(ctx, "resume_refresh", func(ctx context.Context) error { return f.store.RefreshResumeOwners(ctx, batch, ownerTTL) })
+			}
 		}
 	}
 }
@@ -223,6 +229,8 @@ func (f *fleet) call(ctx context.Context, op string, fn func(context.Context) er
 	}
 	if failed {
 		f.calls.WithLabelValues(op, "error").Inc()
+		f.upMu.Lock()
+		defer f.upMu.Unlock()
 		if f.up.Swap(false) {
 			f.upGauge.Set(0)
 			f.log.Error("gateway: the fleet's shared state is unavailable: tickets are refused (503), limits count on this replica only, resumes of sessions held elsewhere fail until it is back",
@@ -231,6 +239,11 @@ func (f *fleet) call(ctx context.Context, op string, fn func(context.Context) er
 		return err
 	}
 	f.calls.WithLabelValues(op, "ok").Inc()
+	if f.up.Load() {
+		return err // the common case: no lock
+	}
+	f.upMu.Lock()
+	defer f.upMu.Unlock()
 	if !f.up.Swap(true) {
 		f.upGauge.Set(1)
 		f.log.Info("gateway: the fleet's shared state is back", "op", op)
@@ -268,20 +281,25 @@ func (f *fleet) onToken(key [32]byte, issued bool) {
 	})
 }
 
-// flushDrops removes the records of forgotten tokens.
+// flushDrops removes the records of forgotten tokens, 1,024 a call.
 func (f *fleet) flushDrops(ctx context.Context) {
-	var keys [][32]byte
-	for len(keys) < 1024 {
-		select {
-		case k := <-f.drops:
-			keys = append(keys, k)
-			continue
-		default:
+	for {
+		var keys [][32]byte
+	batch:
+		for len(keys) < 1024 {
+			select {
+			case k := <-f.drops:
+				keys = append(keys, k)
+			default:
+				break batch
+			}
 		}
-		break
-	}
-	if len(keys) > 0 {
-		_ = f.call(ctx, "resume_drop", func(ctx context.Context) error { return f.store.DropResumeOwners(ctx, keys) })
+		if len(keys) == 0 {
+			return
+		}
+		if err := f.call(ctx, "resume_drop", func(ctx context.Context) error { return f.store.DropResumeOwners(ctx, keys) }); err != nil {
+			return // the records expire (ownerTTL); their owner answers unknown meanwhile
+		}
 	}
 }
 
