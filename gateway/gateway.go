@@ -13,8 +13,9 @@
 // parsed by controller.ParsePodPath: the types the tickets (package
 // gateway/ticket) and the socket handoff (gateway/handoff) share with
 // controllers. Those two, the TCP tunnel (gateway/tunnel), the web terminal
-// (gateway/webui) and the listeners' limits and metrics (gateway/ops) are
-// packages of their own; cmd/wsmux wires them to flags.
+// (gateway/webui), the listeners' limits and metrics (gateway/ops) and the
+// state the replicas of a fleet share (gateway/sharedstate, Config.Fleet)
+// are packages of their own; cmd/wsmux wires them to flags.
 //
 // It imports mux, the adapters, client-go and the apiserver's proxy package; it
 // must not import testing or the test helpers (internal/testnet, clustertest),
@@ -95,8 +96,9 @@ type Config struct {
 	// its downstream session is suspended for up to this long, the
 	// upstream connection is kept, and the client's resume (same caller)
 	// lands on the same session. A resume this gateway does not hold (a
-	// restart, another replica) is refused at once with 404 and
-	// "Wsmux-Resume: unknown". 0: off.
+	// restart, another replica outside a Fleet) is refused at once with
+	// 404 and "Wsmux-Resume: unknown"; in a Fleet it is forwarded to the
+	// replica that holds it. 0: off.
 	ResumeTimeout time.Duration
 	// AffinityCookie, when set, is sent (Set-Cookie) with the 101 of every
 	// new wsmux session: resumable clients send it back with their
@@ -105,6 +107,11 @@ type Config struct {
 	AffinityCookie *http.Cookie
 	Logger         *slog.Logger
 	Metrics        *ops.Metrics
+
+	// Fleet, when set, makes the gateway one replica of a fleet sharing
+	// tickets, limits and resumable sessions (fleet.go, FleetConfig); nil:
+	// a single replica with its own memory. Call Close when done.
+	Fleet *FleetConfig
 }
 
 // Gateway is the gateway's HTTP handler.
@@ -117,6 +124,9 @@ type Gateway struct {
 	lim    *ops.Limiter
 	muxCfg *mux.Config  // downstream wsmux sessions
 	proxy  http.Handler // everything but the streaming subresources
+
+	fleet     *fleet // nil: a single replica
+	closeOnce sync.Once
 }
 
 // New validates cfg and returns a Gateway.
@@ -176,6 +186,15 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if g.proxy, err = g.newProxy(); err != nil {
 		return nil, err
+	}
+	if cfg.Fleet != nil {
+		if g.fleet, err = newFleet(g, *cfg.Fleet); err != nil {
+			return nil, err
+		}
+		if g.muxCfg.ResumeRegistry != nil {
+			g.muxCfg.ResumeRegistry.OnToken = g.fleet.onToken
+		}
+		g.fleet.start()
 	}
 	return g, nil
 }
@@ -287,10 +306,10 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 	}
 	log := g.log.With("remote", r.RemoteAddr, "caller", who, "user", user.Name, "namespace", t.Namespace, "pod", t.Pod,
 		"subresource", t.Subresource, "protocol", proto)
-	release, err := g.lim.AcquireSession(who)
+	release, err := g.acquireSession(r.Context(), who) // across the fleet with Config.Fleet
 	if err == nil {
 		defer release()
-		err = g.lim.AllowDial(who) // one upstream dial per session
+		err = g.allowDial(r.Context(), who) // one upstream dial per session
 	}
 	if err != nil {
 		var le *ops.LimitError

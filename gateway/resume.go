@@ -16,6 +16,9 @@ import (
 // cannot resume: 404 with "Wsmux-Resume: unknown" (not held here: the
 // client fails fast), 403 (another caller), 409, 429 or 503.
 func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, u controller.User, t controller.Target) {
+	if g.fleet != nil && g.fleet.forwardResume(w, r) { // held by another replica (fleet_forward.go)
+		return
+	}
 	_, err := mux.Upgrade(w, r, g.muxCfg)
 	log := g.log.With("remote", r.RemoteAddr, "caller", u.ID, "user", u.Name, "namespace", t.Namespace, "pod", t.Pod,
 		"subresource", t.Subresource)

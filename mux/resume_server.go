@@ -40,6 +40,15 @@ type ResumeRegistry struct {
 	// is the one least likely to resume, and the session that just
 	// dropped keeps its chance. Default DefaultMaxSuspended.
 	MaxSuspended int
+	// OnToken, when set, is called with the key (the SHA-256) of every
+	// token the registry hands out, before the client can see it (issued
+	// true: a new session's, or the next one a resume answers with), and
+	// of every token it forgets (issued false). A fleet of servers records
+	// there which one holds each session. It is called without the
+	// registry's lock but sometimes with a session's: issued may take a
+	// bounded time (it delays the 101), a forget must not block, and
+	// neither may call into the registry or a session.
+	OnToken func(key [32]byte, issued bool)
 
 	mu      sync.Mutex
 	m       map[[32]byte]*resumeEntry
@@ -130,32 +139,41 @@ func (g *ResumeRegistry) add(tok string, s *Session, id string) {
 	}
 	g.m[key] = &resumeEntry{s: s, identity: id}
 	g.mu.Unlock()
+	if g.OnToken != nil {
+		g.OnToken(key, true)
+	}
 }
 
 // set gives tok's entry its session, or drops it (s nil).
 func (g *ResumeRegistry) set(tok string, s *Session) {
 	key := sha256.Sum256([]byte(tok))
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if s == nil {
 		delete(g.m, key)
 	} else if ent := g.m[key]; ent != nil {
 		ent.s = s
 	}
+	g.mu.Unlock()
+	if s == nil && g.OnToken != nil {
+		g.OnToken(key, false)
+	}
 }
 
 // forget drops every token of s (it ended).
 func (g *ResumeRegistry) forget(s *Session) {
+	var gone [][32]byte
 	g.mu.Lock()
 	for k, v := range g.m {
 		if v.s == s {
 			delete(g.m, k)
+			gone = append(gone, k)
 		}
 	}
 	_, was := g.susp[s]
 	delete(g.susp, s)
 	hook := g.changed
 	g.mu.Unlock()
+	g.retired(gone)
 	if was && hook != nil {
 		hook()
 	}
@@ -327,12 +345,25 @@ func (g *ResumeRegistry) resume(w http.ResponseWriter, r *http.Request, tok stri
 
 // keepOnly drops every token of s but the two keys given.
 func (g *ResumeRegistry) keepOnly(s *Session, a, b [32]byte) {
+	var gone [][32]byte
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	for k, v := range g.m {
 		if v.s == s && k != a && k != b {
 			delete(g.m, k)
+			gone = append(gone, k)
 		}
+	}
+	g.mu.Unlock()
+	g.retired(gone)
+}
+
+// retired reports forgotten tokens to OnToken (without the registry's lock).
+func (g *ResumeRegistry) retired(keys [][32]byte) {
+	if g.OnToken == nil {
+		return
+	}
+	for _, k := range keys {
+		g.OnToken(k, false)
 	}
 }
 
@@ -348,4 +379,5 @@ func (s *Session) confirmed() {
 	g.mu.Lock()
 	delete(g.m, r.confirmKey)
 	g.mu.Unlock()
+	g.retired([][32]byte{r.confirmKey})
 }

@@ -22,6 +22,9 @@ type controllerFlags struct {
 	// maxConns bounds the handed-off connections (the gateway's
 	// --max-connections; negative: no limit).
 	maxConns int
+	// sharedTickets, set with --shared-state, remembers used tickets
+	// across the fleet.
+	sharedTickets ticket.SharedTickets
 }
 
 func (f *controllerFlags) register(c *cobra.Command) {
@@ -54,7 +57,7 @@ func (f *controllerFlags) start(a *app, g *gateway.Gateway, h http.Handler, relo
 		if err != nil {
 			return nil, nil, usageErrorf("--ticket-key: %v", err)
 		}
-		v := &ticket.Verifier{}
+		v := &ticket.Verifier{Shared: f.sharedTickets}
 		v.SetKeys(keys)
 		th, err := ticket.NewHandler(ticket.Config{Verifier: v, Next: h, ServeAs: g.ServeAs, Metrics: g.Metrics(), Logger: a.log})
 		if err != nil {

@@ -25,6 +25,7 @@ func newGatewayCmd(a *app) *cobra.Command {
 	var resf resumeFlag
 	var aff affinityFlag
 	var cf controllerFlags
+	var ff fleetFlags
 	c := &cobra.Command{
 		Use:   "gateway --listen ADDR --token-file FILE [--client-ca CA] --kubeconfig FILE",
 		Short: "Authenticated exec/attach/port-forward gateway in front of a Kubernetes cluster",
@@ -99,6 +100,9 @@ finish for --shutdown-timeout, then close what is left.`,
 			if err := resf.validate(); err != nil {
 				return err
 			}
+			if err := ff.validate(resf.timeout > 0); err != nil {
+				return err
+			}
 			affinity, err := aff.cookie()
 			if err != nil {
 				return err
@@ -164,12 +168,28 @@ finish for --shutdown-timeout, then close what is left.`,
 				defer close(stop)
 				go rl.Watch(stop, reloadEvery)
 			}
+			// A replica of a fleet (--shared-state): cmd/wsmux/fleet.go.
+			fleet, err := ff.start(a)
+			if err != nil {
+				return err
+			}
+			var fleetCfg *gateway.FleetConfig
+			if fleet != nil {
+				defer fleet.close()
+				fleetCfg = fleet.cfg
+			}
 			g, err := gateway.New(gateway.Config{
 				Auth: authn, Origins: sf.origins, Impersonate: impersonate, Policy: policy, Cluster: cluster, Upstream: upstream, Limits: lf.limits(),
 				DrainTimeout: drainBound(sf.shutdownTimeout), ResumeTimeout: resf.timeout, AffinityCookie: affinity, Logger: a.log, Metrics: m,
+				Fleet: fleetCfg,
 			})
 			if err != nil {
 				return usageErrorf("%v", err)
+			}
+			defer g.Close()
+			if fleet != nil {
+				fleet.serve(a, g)
+				cf.sharedTickets = g.SharedTickets()
 			}
 			cf.maxConns = sf.conns().MaxConns // each listener has its own
 			h, stopControllers, err := cf.start(a, g, g.Handler(), reloadEvery)
@@ -195,6 +215,7 @@ finish for --shutdown-timeout, then close what is left.`,
 	aff.register(c)
 	rf.register(c)
 	cf.register(c)
+	ff.register(c)
 	return c
 }
 

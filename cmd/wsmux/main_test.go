@@ -21,7 +21,17 @@ import (
 	"github.com/wsmux/wsmux/internal/testnet"
 )
 
-func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m, testnet.IgnoredGoroutines()...) }
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunCommand) == "1" {
+		// The test binary as the wsmux command: replicas a test can kill.
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	leakcheck.VerifyTestMain(m, testnet.IgnoredGoroutines()...)
+}
+
+// envRunCommand set to 1 makes the test binary run as the wsmux command
+// (startCommand).
+const envRunCommand = "WSMUX_TEST_RUN_COMMAND"
 
 // invoke runs the command line in-process and returns its exit code and
 // output. ctx, when not nil, stands in for SIGTERM.

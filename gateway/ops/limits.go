@@ -190,6 +190,10 @@ func (l *Limiter) SessionEnded(err error) {
 	}
 }
 
+// Refused counts a refusal by the limit named limit decided elsewhere (a
+// fleet's shared counters).
+func (l *Limiter) Refused(limit string) { l.refusals.WithLabelValues(limit).Inc() }
+
 // StreamLimitReached counts a session that just reached its stream limit
 // (its next opens wait for a slot).
 func (l *Limiter) StreamLimitReached() { l.refusals.WithLabelValues(LimitStreams).Inc() }

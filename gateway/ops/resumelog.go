@@ -19,7 +19,7 @@ func LogResumeEvent(l *slog.Logger, prefix string, e mux.ResumeEvent) {
 	case mux.ResumeRefused:
 		switch {
 		case e.Unknown:
-			l.Error(prefix+": resume refused: the server does not hold the session (it restarted, the resume timeout passed, or a load balancer sent the resume to another replica: see docs/gateway.md on affinity)",
+			l.Error(prefix+": resume refused: the server does not hold the session (it restarted, the resume timeout passed, the gateway replica holding it is gone, or a load balancer sent the resume to a replica that shares no state with it: see docs/load-balancers.md); start a new session",
 				"status", e.Status, "attempt", e.Attempt)
 		case e.Final():
 			l.Error(prefix+": resume refused; the session is lost", "status", e.Status, "attempt", e.Attempt)

@@ -19,6 +19,10 @@ import (
 // ReasonFull labels tickets refused because too many are outstanding (503).
 const ReasonFull = "ticket_cache_full"
 
+// ReasonUnavailable labels tickets refused because the fleet's shared
+// state did not answer (503).
+const ReasonUnavailable = "ticket_store_unavailable"
+
 // Handler finds a ticket in a request (an "Authorization: Bearer
 // wsmuxt1..." header, a "ticket" query parameter, or the bearer
 // subprotocol browsers use), verifies it for exactly the request's
@@ -66,7 +70,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	for _, r := range []string{controller.ReasonMalformed, controller.ReasonBadMAC, controller.ReasonExpired,
-		controller.ReasonLifetime, controller.ReasonWrongTarget, controller.ReasonReplayed, ReasonFull} {
+		controller.ReasonLifetime, controller.ReasonWrongTarget, controller.ReasonReplayed, ReasonFull, ReasonUnavailable} {
 		cfg.Metrics.AuthFailures.WithLabelValues(r)
 	}
 	return h, nil
@@ -96,13 +100,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var te *controller.TicketError
 		if errors.As(err, &te) {
 			reason = te.Reason
+		} else if errors.Is(err, ErrUnavailable) {
+			reason = ReasonUnavailable
 		}
 		h.m.AuthFailures.WithLabelValues(reason).Inc()
 		h.log.Warn("gateway: ticket refused", "remote", r.RemoteAddr, "path", r.URL.Path, "reason", reason,
 			"user", c.User, "error", err)
-		if reason == ReasonFull {
+		if reason == ReasonFull || reason == ReasonUnavailable {
+			msg := err.Error()
+			if reason == ReasonUnavailable {
+				msg = ErrUnavailable.Error() // the store's error (addresses) stays in the log
+			}
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, "wsmux gateway: "+err.Error(), http.StatusServiceUnavailable)
+			http.Error(w, "wsmux gateway: "+msg, http.StatusServiceUnavailable)
 			return
 		}
 		auth.Reject(w, err)

@@ -10,6 +10,7 @@ package ticket
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/wsmux/wsmux/controller"
+	"github.com/wsmux/wsmux/gateway/sharedstate"
 )
 
 // MaxKeys is how many keys the gateway holds at once: the current one and,
@@ -88,6 +90,16 @@ func ReadKeys(paths []string) ([][]byte, error) {
 // unexpired tickets as Verifier.MaxOutstanding are already used.
 var ErrFull = errors.New("too many tickets used in the last minute: retry shortly")
 
+// SharedTickets is the part of a fleet's shared state (a
+// sharedstate.Store) that remembers used tickets.
+type SharedTickets interface {
+	UseTicket(ctx context.Context, d [sha256.Size]byte, exp time.Time) error
+}
+
+// ErrUnavailable is the refusal of a ticket when the fleet's shared state
+// (Verifier.Shared) does not answer.
+var ErrUnavailable = errors.New("the gateway cannot check tickets against its fleet's shared state now: retry shortly")
+
 // Verifier checks tickets against the keys and remembers the ones used
 // until they expire, so that each is accepted once. Its zero value has no
 // keys; set them with SetKeys.
@@ -98,6 +110,12 @@ type Verifier struct {
 	// DefaultMaxOutstanding); beyond it new tickets are refused (ErrFull),
 	// never forgotten early.
 	MaxOutstanding int
+	// Shared, when set, records used tickets in a fleet's shared state
+	// instead of this process's memory (MaxOutstanding does not apply), so
+	// that a ticket opens one session across the fleet. When it does not
+	// answer, tickets are refused with ErrUnavailable: fail closed, as a
+	// replay cannot be ruled out.
+	Shared SharedTickets
 
 	keys atomic.Pointer[[][]byte]
 
@@ -149,13 +167,23 @@ func (v *Verifier) Verify(s string, t controller.Target) (controller.Claims, err
 
 // use records a ticket as used until exp, or refuses it.
 func (v *Verifier) use(d [sha256.Size]byte, exp, now int64) error {
+	if v.Shared != nil {
+		err := v.Shared.UseTicket(context.Background(), d, time.Unix(exp, 0))
+		switch {
+		case errors.Is(err, sharedstate.ErrTicketUsed):
+			return replayed()
+		case err != nil:
+			return fmt.Errorf("%w (%v)", ErrUnavailable, err)
+		}
+		return nil
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.used == nil {
 		v.used = map[[sha256.Size]byte]int64{}
 	}
 	if e, ok := v.used[d]; ok && e > now {
-		return &controller.TicketError{Reason: controller.ReasonReplayed, Detail: "this ticket was already used: tickets open one session; get a new one from the controller"}
+		return replayed()
 	}
 	limit := v.MaxOutstanding
 	if limit <= 0 {
@@ -176,6 +204,10 @@ func (v *Verifier) use(d [sha256.Size]byte, exp, now int64) error {
 	}
 	v.used[d] = exp
 	return nil
+}
+
+func replayed() error {
+	return &controller.TicketError{Reason: controller.ReasonReplayed, Detail: "this ticket was already used: tickets open one session; get a new one from the controller"}
 }
 
 // Outstanding returns how many used tickets are remembered.

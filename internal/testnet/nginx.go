@@ -35,6 +35,7 @@ http {
 	fastcgi_temp_path {{dir}}/fastcgi;
 	uwsgi_temp_path {{dir}}/uwsgi;
 	scgi_temp_path {{dir}}/scgi;
+	{{http}}
 	map $http_upgrade $ws_connection { default close; "~*^websocket$" upgrade; }
 	server {
 		listen {{addr}};
@@ -59,6 +60,26 @@ http {
 // (.ci/run installs it).
 func StartNginx(t *testing.T, upstream, proxy string) *Nginx {
 	t.Helper()
+	return startNginx(t, "", upstream, proxy)
+}
+
+// StartNginxRoundRobin is StartNginx in front of several upstreams, which
+// nginx takes in turn (round-robin, its default); one that refuses the
+// connection is skipped (proxy_next_upstream's default) and left out for
+// 10 s.
+func StartNginxRoundRobin(t *testing.T, upstreams []string, proxy string) *Nginx {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("upstream wsmux_fleet {")
+	for _, u := range upstreams {
+		b.WriteString(" server " + u + ";")
+	}
+	b.WriteString(" }")
+	return startNginx(t, b.String(), "wsmux_fleet", proxy)
+}
+
+func startNginx(t *testing.T, httpBlock, upstream, proxy string) *Nginx {
+	t.Helper()
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		msg := "nginx is not on PATH: this test runs a real nginx as a reverse proxy; scripts/ci-nginx.sh installs it (.ci/run does)"
@@ -80,7 +101,7 @@ func StartNginx(t *testing.T, upstream, proxy string) *Nginx {
 		n.Addr = ln.Addr().String()
 		_ = ln.Close()
 		conf := strings.NewReplacer("{{user}}", user, "{{dir}}", n.dir, "{{addr}}", n.Addr, "{{upstream}}", upstream,
-			"{{proxy}}", proxy).Replace(nginxConf)
+			"{{proxy}}", proxy, "{{http}}", httpBlock).Replace(nginxConf)
 		n.conf = filepath.Join(n.dir, "nginx.conf")
 		if err := os.WriteFile(n.conf, []byte(conf), 0o644); err != nil {
 			t.Fatal(err)

@@ -1,0 +1,143 @@
+package testnet
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Redis is a real redis-server run by a test on loopback, with a password
+// and an append-only file, which the test may stop and start again on the
+// same port (what it had comes back from the file).
+type Redis struct {
+	Addr     string // host:port
+	Password string
+
+	bin, dir string
+	cmd      *exec.Cmd
+	exited   chan struct{}
+}
+
+// StartRedis runs redis-server on a free loopback port; t's cleanup stops
+// it. Without redis-server on PATH (or in /usr/bin, /usr/sbin) the test
+// is skipped, or fails when CI is set (.ci/run installs it:
+// scripts/ci-redis.sh).
+func StartRedis(t testing.TB) *Redis {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		for _, p := range []string{"/usr/bin/redis-server", "/usr/sbin/redis-server"} {
+			if _, e := os.Stat(p); e == nil {
+				bin, err = p, nil
+			}
+		}
+	}
+	if err != nil {
+		msg := "redis-server is not on PATH: this test runs a real Redis as the gateway fleet's shared state; scripts/ci-redis.sh installs it (.ci/run does), or apt-get install redis-server"
+		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+			t.Fatal("CI is set, so redis-server must be installed: " + msg)
+		}
+		t.Skip(msg)
+	}
+	r := &Redis{bin: bin, dir: t.TempDir(), Password: "fleet-test-password"}
+	for attempt := 0; ; attempt++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Addr = ln.Addr().String()
+		_ = ln.Close()
+		if r.start(t) {
+			break
+		}
+		if attempt == 2 {
+			b, _ := os.ReadFile(filepath.Join(r.dir, "redis.log"))
+			t.Fatalf("redis-server did not start:\n%s", b)
+		}
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// URL is the redis:// URL of the server, password included.
+func (r *Redis) URL() string { return fmt.Sprintf("redis://:%s@%s/0", r.Password, r.Addr) }
+
+func (r *Redis) start(t testing.TB) bool {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(r.Addr)
+	cmd := exec.Command(r.bin, "--bind", "127.0.0.1", "--port", port, "--requirepass", r.Password,
+		"--dir", r.dir, "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
+		"--logfile", filepath.Join(r.dir, "redis.log"), "--daemonize", "no")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if r.ping() {
+			r.cmd, r.exited = cmd, exited
+			return true
+		}
+		select {
+		case <-exited:
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+	return false
+}
+
+// ping sends AUTH and PING in RESP and reports whether PONG came back.
+func (r *Redis) ping() bool {
+	c, err := net.DialTimeout("tcp", r.Addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	fmt.Fprintf(c, "AUTH %s\r\nPING\r\n", r.Password)
+	br := bufio.NewReader(c)
+	for range 2 {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			return false
+		}
+		if strings.HasPrefix(l, "+PONG") {
+			return true
+		}
+	}
+	return false
+}
+
+// Stop stops the server (SIGTERM: it flushes its append-only file and
+// closes every connection).
+func (r *Redis) Stop() {
+	if r.cmd == nil {
+		return
+	}
+	_ = r.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-r.exited:
+	case <-time.After(10 * time.Second):
+		_ = r.cmd.Process.Kill()
+		<-r.exited
+	}
+	r.cmd = nil
+}
+
+// Start starts a stopped server again on the same address.
+func (r *Redis) Start(t testing.TB) {
+	t.Helper()
+	if !r.start(t) {
+		b, _ := os.ReadFile(filepath.Join(r.dir, "redis.log"))
+		t.Fatalf("redis-server did not start again on %s:\n%s", r.Addr, b)
+	}
+}
