@@ -46,6 +46,7 @@ import (
 	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/ops"
 	"github.com/wsmux/wsmux/gateway/origin"
+	"github.com/wsmux/wsmux/gateway/recording"
 	"github.com/wsmux/wsmux/mux"
 )
 
@@ -105,6 +106,11 @@ type Config struct {
 	AffinityCookie *http.Cookie
 	Logger         *slog.Logger
 	Metrics        *ops.Metrics
+
+	// Recording, when set, records the sessions its policy names
+	// (docs/gateway.md, "Session recording") and serves their replay to
+	// its auditors at RecordingsAPI (the page is /ui/recordings/).
+	Recording *recording.Recorder
 }
 
 // Gateway is the gateway's HTTP handler.
@@ -192,6 +198,9 @@ func (g *Gateway) Handler() http.Handler {
 	h := http.NewServeMux()
 	h.Handle("/healthz", &g.health)
 	h.Handle("/metrics", g.m.Handler())
+	if g.cfg.Recording != nil {
+		h.Handle(RecordingsAPI, g.recordingsAPI())
+	}
 	h.Handle("/", http.HandlerFunc(g.serveStreaming))
 	return h
 }
@@ -303,10 +312,16 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 	if g.cfg.AffinityCookie != nil && proto == "wsmux" {
 		w.Header().Add("Set-Cookie", g.cfg.AffinityCookie.String())
 	}
+	sr, ok := g.startRecording(w, r, user, t, proto, log)
+	if !ok {
+		return
+	}
 	log.Info("gateway: session starting")
 	start := time.Now()
 	var done func()
-	var rec spliceRecord
+	rec := spliceRecord{recording: sr}
+	// After done(), so the recording's end follows the session's.
+	defer func() { sr.end(&rec) }()
 	sw := &statusWriter{ResponseWriter: w} // Kubernetes' handlers refuse without a log line
 	switch {
 	case up != nil:
@@ -357,6 +372,8 @@ type spliceRecord struct {
 	// way, done unregisters the session (called after the audit line).
 	wg   sync.WaitGroup
 	done func()
+	// recording, when the session is recorded, taps its streams.
+	recording *sessionRecording
 }
 
 func (r *spliceRecord) set(sp *bridge.Splicer) { r.mu.Lock(); r.sp = sp; r.mu.Unlock() }
@@ -402,7 +419,7 @@ func exitStatus(data []byte) string {
 // opened as the caller; it returns once both are closed, with the
 // function that unregisters the session (nil if it never upgraded).
 func (g *Gateway) bridge(w http.ResponseWriter, r *http.Request, up k8shttpstream.ResponseUpgrader, proto, kind string, rec *spliceRecord) func() {
-	tu := &trackingUpgrader{inner: up, proto: proto, kind: kind, g: g}
+	tu := &trackingUpgrader{inner: up, proto: proto, kind: kind, g: g, rec: rec.recording}
 	h := &bridge.Handler{Upgrader: tu, Dial: g.dialUpstream, OnSplice: rec.set}
 	h.ServeHTTP(w, r) // returns once both connections are closed
 	return tu.done
@@ -415,6 +432,7 @@ type trackingUpgrader struct {
 	proto string
 	kind  string
 	g     *Gateway
+	rec   *sessionRecording
 	done  func()
 }
 
@@ -426,6 +444,9 @@ func (u *trackingUpgrader) UpgradeResponse(w http.ResponseWriter, r *http.Reques
 		ready.Wait()
 		if sess != nil && sess.NumStreams() >= u.g.muxCfg.MaxStreams {
 			u.g.lim.StreamLimitReached() // its next streams wait for a slot
+		}
+		if u.rec != nil {
+			s = u.rec.wrap(s)
 		}
 		return h(s, replySent)
 	}
@@ -440,6 +461,7 @@ func (u *trackingUpgrader) UpgradeResponse(w http.ResponseWriter, r *http.Reques
 		sess = wc.Session()
 	}
 	u.g.m.Upgrades.WithLabelValues(u.proto, u.kind).Inc()
+	u.rec.watch(c)
 	done := u.g.m.Sessions.Add(u.proto, sess, func() { _ = c.Close() })
 	u.done = func() {
 		if sess != nil {

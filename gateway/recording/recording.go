@@ -154,6 +154,13 @@ func (r *Recorder) Metrics() *Metrics { return r.cfg.Metrics }
 // Cluster is the cluster name recordings carry.
 func (r *Recorder) Cluster() string { return r.cfg.Cluster }
 
+// Library returns the sink as a Library when it is one (DirSink), for
+// replay; nil otherwise.
+func (r *Recorder) Library() Library {
+	l, _ := r.cfg.Sink.(Library)
+	return l
+}
+
 // Policy returns the current policy (nil: none).
 func (r *Recorder) Policy() *Policy {
 	if r.cfg.Policy == nil {
