@@ -326,9 +326,9 @@ func TestRecordPortForward(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	var end struct {
 		Ports          []string
-		ToPod, FromPod int64 `json:"-"`
-		To             int64 `json:"bytes_to_pod"`
-		From           int64 `json:"bytes_from_pod"`
+		ToPod, FromPod int64   `json:"-"`
+		To             int64   `json:"bytes_to_pod"`
+		From           int64   `json:"bytes_from_pod"`
 		Duration       float64 `json:"duration_seconds"`
 	}
 	if !strings.HasSuffix(name, ".portforward.jsonl") || len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &end) != nil {
@@ -341,4 +341,3 @@ func TestRecordPortForward(t *testing.T) {
 		t.Errorf("header %s", lines[0])
 	}
 }
-

@@ -12,7 +12,9 @@ import (
 type PTY struct{}
 
 // StartOnPTY is not available here.
-func StartOnPTY(*exec.Cmd, int, int) (*PTY, error) { return nil, errors.New("testnet: no pseudo-terminals here") }
+func StartOnPTY(*exec.Cmd, int, int) (*PTY, error) {
+	return nil, errors.New("testnet: no pseudo-terminals here")
+}
 
 func (*PTY) Resize(int, int) error { return errors.ErrUnsupported }
 func (*PTY) Type(string) error     { return errors.ErrUnsupported }
