@@ -25,6 +25,7 @@ func newGatewayCmd(a *app) *cobra.Command {
 	var resf resumeFlag
 	var aff affinityFlag
 	var cf controllerFlags
+	var recf recordingFlags
 	c := &cobra.Command{
 		Use:   "gateway --listen ADDR --token-file FILE [--client-ca CA] --kubeconfig FILE",
 		Short: "Authenticated exec/attach/port-forward gateway in front of a Kubernetes cluster",
@@ -153,6 +154,12 @@ finish for --shutdown-timeout, then close what is left.`,
 			if err != nil {
 				return usageErrorf("--kubeconfig: %v: pass a kubeconfig for the cluster (or run in a pod)", err)
 			}
+			stopRecording := make(chan struct{})
+			defer close(stopRecording)
+			recorder, err := recf.recorder(a, m, reloadEvery, stopRecording)
+			if err != nil {
+				return err
+			}
 			authn := auth.NewWithUsers(tokens, pool)
 			if err := rf.apply(authn); err != nil {
 				return err
@@ -167,6 +174,7 @@ finish for --shutdown-timeout, then close what is left.`,
 			g, err := gateway.New(gateway.Config{
 				Auth: authn, Origins: sf.origins, Impersonate: impersonate, Policy: policy, Cluster: cluster, Upstream: upstream, Limits: lf.limits(),
 				DrainTimeout: drainBound(sf.shutdownTimeout), ResumeTimeout: resf.timeout, AffinityCookie: affinity, Logger: a.log, Metrics: m,
+				Recording: recorder,
 			})
 			if err != nil {
 				return usageErrorf("%v", err)
@@ -195,6 +203,7 @@ finish for --shutdown-timeout, then close what is left.`,
 	aff.register(c)
 	rf.register(c)
 	cf.register(c)
+	recf.register(c)
 	return c
 }
 
