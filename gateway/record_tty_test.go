@@ -1,11 +1,8 @@
 package gateway
 
 import (
-	"context"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/wsmux/wsmux/gateway/recording"
 	"github.com/wsmux/wsmux/internal/testnet"
@@ -24,9 +21,9 @@ func TestRecordKubectlTTY(t *testing.T) {
 		env  []string
 	}{{"websocket", wsOn}, {"spdy", spdyOnly}} {
 		t.Run(mode.name, func(t *testing.T) {
-			client, c := RunInteractive(t, e.k, mode.env)
+			client, c := testnet.InteractiveSession(t, e.k, "alice-token", mode.env)
 			rec := e.next(t)
-			if c != 3 {
+			if c != testnet.InteractiveExit {
 				t.Errorf("kubectl exit code %d, want 3", c)
 			}
 			if rec.exit() != "3" || rec.width != 80 || rec.height != 24 || !rec.meta.TTY || rec.meta.Stdin {
@@ -51,52 +48,4 @@ func TestRecordKubectlTTY(t *testing.T) {
 			}
 		})
 	}
-}
-
-// RunInteractive runs the interactive session of the recording tests:
-// kubectl exec -it sh (prompt "rec> ") on a pseudo-terminal of 80x24 through the gateway of
-// k, typing a command, resizing to 100x30, interrupting a sleep with
-// Ctrl-C and exiting with 3. It returns what the client's terminal got
-// and kubectl's exit code.
-func RunInteractive(t testing.TB, k *testnet.Kubectl, env []string) ([]byte, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	kc := k.Cmd(ctx, "alice-token", env, "exec", "-it", "-n", "a", "web-0", "--", "env", "PS1=rec> ", "sh")
-	p, err := testnet.StartOnPTY(kc, 80, 24)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := 0
-	step := func(typed, want string) {
-		t.Helper()
-		if typed != "" {
-			if err := p.Type(typed); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if at, err = p.WaitFor(ctx, at, want); err != nil {
-			_ = kc.Process.Kill()
-			t.Fatalf("%v; the terminal got %q", err, p.Output())
-		}
-	}
-	step("", "rec> ") // typed before kubectl's terminal is raw, it would echo twice
-	step("echo hello-$((6*7))\r", "hello-42")
-	if err := p.Resize(100, 30); err != nil {
-		t.Fatal(err)
-	}
-	step("stty size\r", "30 100")
-	step("echo zz$((1+1)); sleep 30\r", "zz2")
-	step("\x03", "\n")
-	step("echo after-$((2+3))\r", "after-5")
-	step("exit 3\r", "exit 3")
-	err = kc.Wait()
-	_ = p.Close()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return p.Output(), code
 }
