@@ -13,7 +13,8 @@
 // parsed by controller.ParsePodPath: the types the tickets (package
 // gateway/ticket) and the socket handoff (gateway/handoff) share with
 // controllers. Those two, the TCP tunnel (gateway/tunnel), the web terminal
-// (gateway/webui) and the listeners' limits and metrics (gateway/ops) are
+// (gateway/webui), session recording (gateway/recording) and the
+// listeners' limits and metrics (gateway/ops) are
 // packages of their own; cmd/wsmux wires them to flags.
 //
 // It imports mux, the adapters, client-go and the apiserver's proxy package; it
