@@ -5,6 +5,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +67,44 @@ func TestRecordFloodBounded(t *testing.T) {
 	}
 	if n := ops.Value(e.rec.Metrics().Dropped.WithLabelValues("size")); n != 4_000_000-bound {
 		t.Errorf("wsmux_recording_dropped_bytes_total{reason=size} = %v, want %d", n, 4_000_000-bound)
+	}
+}
+
+// TestRecordHTTPSinkAndFailOpen: with the HTTP sink a collector receives
+// each recording as one POST; without --recording-required a sink that
+// fails mid-session costs the recording, not the session.
+func TestRecordHTTPSinkAndFailOpen(t *testing.T) {
+	got := make(chan string, 4)
+	col := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- r.Header.Get("Content-Type") + "\n" + string(b)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer col.Close()
+	e := startRecorded(t, recording.Config{Sink: &recording.HTTPSink{URL: col.URL}}, false)
+	out, errOut, code := e.k.Run(t, "alice-token", nil, nil, "exec", "-n", "a", "web-0", "--", "sh", "-c", "echo to-collector")
+	if code != 0 || out != "to-collector\n" {
+		t.Fatalf("exec: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	select {
+	case body := <-got:
+		ct, cast, _ := strings.Cut(body, "\n")
+		c := parseCastFile(t, []byte(cast))
+		if ct != recording.ContentCast || c.text("o") != "to-collector\n" || c.exit() != "0" || c.meta.User != "alice" {
+			t.Errorf("collector got %s:\n%s", ct, cast)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the collector got nothing")
+	}
+
+	e = startRecorded(t, recording.Config{}, false)
+	e.sink.fail.Store(true)
+	out, errOut, code = e.k.Run(t, "alice-token", nil, strings.NewReader("still\n"), "exec", "-i", "-n", "a", "web-0", "--", "cat")
+	if code != 0 || out != "still\n" {
+		t.Errorf("a failed optional recording disturbed the session: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	<-e.sink.closed
+	if n := ops.Value(e.rec.Metrics().SinkFailures.WithLabelValues("write")); n != 1 {
+		t.Errorf("sink failures (write) = %v, want 1", n)
 	}
 }

@@ -237,6 +237,8 @@ func TestBounds(t *testing.T) {
 		{"under", Config{MaxBytes: 1000, Rate: 1000, Burst: 1000}, []step{{0, 500}}, 500, nil, nil, false},
 		{"size", Config{MaxBytes: 100}, []step{{0, 60}, {0, 60}, {0, 10}}, 100,
 			[]string{"size bound (100 bytes) reached"}, map[string]float64{"size": 30}, false},
+		{"size-at-a-read's-end", Config{MaxBytes: 100}, []step{{0, 50}, {0, 50}, {0, 10}}, 100,
+			[]string{"size bound (100 bytes) reached"}, map[string]float64{"size": 10}, false},
 		{"rate", Config{Rate: 100, Burst: 100}, []step{{0, 80}, {0, 80}, {0, 80}, {time.Second, 50}}, 80 + 20 + 50,
 			[]string{"rate bound (100 B/s)", "140 bytes left out (rate bound)"}, map[string]float64{"rate": 140}, false},
 		{"rate-refills", Config{Rate: 100, Burst: 100}, []step{{0, 100}, {time.Second, 100}, {time.Second, 100}}, 300, nil, nil, false},

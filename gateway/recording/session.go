@@ -133,6 +133,7 @@ func (s *Session) add(code byte, p []byte) {
 	// The size bound: keep up to it, then say so once.
 	if s.kept >= s.cfg.MaxBytes {
 		s.drop("size", n)
+		s.markSize(at) // the bound fell at the end of a read
 		return
 	}
 	truncated := false
@@ -166,7 +167,14 @@ func (s *Session) add(code byte, p []byte) {
 	s.tokens -= float64(n)
 	s.kept += n
 	s.enqueue(event{at, code, append([]byte(nil), p...)})
-	if truncated && !s.sizeDropped {
+	if truncated {
+		s.markSize(at)
+	}
+}
+
+// markSize says once that the size bound cut the recording; s.mu is held.
+func (s *Session) markSize(at time.Duration) {
+	if !s.sizeDropped {
 		s.sizeDropped = true
 		s.enqueue(event{at, codeMarker, fmt.Appendf(nil, "wsmux: the recording's size bound (%d bytes) reached: the rest of the session is not recorded", s.cfg.MaxBytes)})
 	}
