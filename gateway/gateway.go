@@ -13,9 +13,10 @@
 // parsed by controller.ParsePodPath: the types the tickets (package
 // gateway/ticket) and the socket handoff (gateway/handoff) share with
 // controllers. Those two, the TCP tunnel (gateway/tunnel), the web terminal
-// (gateway/webui), the listeners' limits and metrics (gateway/ops) and the
-// state the replicas of a fleet share (gateway/sharedstate, Config.Fleet)
-// are packages of their own; cmd/wsmux wires them to flags.
+// (gateway/webui), the listeners' limits and metrics (gateway/ops), session
+// recording (gateway/recording) and the state the replicas of a fleet share
+// (gateway/sharedstate, Config.Fleet) are packages of their own; cmd/wsmux
+// wires them to flags.
 //
 // It imports mux, the adapters, client-go and the apiserver's proxy package; it
 // must not import testing or the test helpers (internal/testnet, clustertest),
@@ -47,6 +48,7 @@ import (
 	"github.com/wsmux/wsmux/gateway/auth"
 	"github.com/wsmux/wsmux/gateway/ops"
 	"github.com/wsmux/wsmux/gateway/origin"
+	"github.com/wsmux/wsmux/gateway/recording"
 	"github.com/wsmux/wsmux/mux"
 )
 
@@ -112,6 +114,11 @@ type Config struct {
 	// tickets, limits and resumable sessions (fleet.go, FleetConfig); nil:
 	// a single replica with its own memory. Call Close when done.
 	Fleet *FleetConfig
+
+	// Recording, when set, records the sessions its policy names
+	// (docs/gateway.md, "Session recording") and serves their replay to
+	// its auditors at RecordingsAPI (the page is /ui/recordings/).
+	Recording *recording.Recorder
 }
 
 // Gateway is the gateway's HTTP handler.
@@ -211,6 +218,9 @@ func (g *Gateway) Handler() http.Handler {
 	h := http.NewServeMux()
 	h.Handle("/healthz", &g.health)
 	h.Handle("/metrics", g.m.Handler())
+	if g.cfg.Recording != nil {
+		h.Handle(RecordingsAPI, g.recordingsAPI())
+	}
 	h.Handle("/", http.HandlerFunc(g.serveStreaming))
 	return h
 }
@@ -322,10 +332,16 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 	if g.cfg.AffinityCookie != nil && proto == "wsmux" {
 		w.Header().Add("Set-Cookie", g.cfg.AffinityCookie.String())
 	}
+	sr, ok := g.startRecording(w, r, user, t, proto, log)
+	if !ok {
+		return
+	}
 	log.Info("gateway: session starting")
 	start := time.Now()
 	var done func()
-	var rec spliceRecord
+	rec := spliceRecord{recording: sr}
+	// After done(), so the recording's end follows the session's.
+	defer func() { sr.end(&rec) }()
 	sw := &statusWriter{ResponseWriter: w} // Kubernetes' handlers refuse without a log line
 	switch {
 	case up != nil:
@@ -376,6 +392,8 @@ type spliceRecord struct {
 	// way, done unregisters the session (called after the audit line).
 	wg   sync.WaitGroup
 	done func()
+	// recording, when the session is recorded, taps its streams.
+	recording *sessionRecording
 }
 
 func (r *spliceRecord) set(sp *bridge.Splicer) { r.mu.Lock(); r.sp = sp; r.mu.Unlock() }
@@ -421,7 +439,7 @@ func exitStatus(data []byte) string {
 // opened as the caller; it returns once both are closed, with the
 // function that unregisters the session (nil if it never upgraded).
 func (g *Gateway) bridge(w http.ResponseWriter, r *http.Request, up k8shttpstream.ResponseUpgrader, proto, kind string, rec *spliceRecord) func() {
-	tu := &trackingUpgrader{inner: up, proto: proto, kind: kind, g: g}
+	tu := &trackingUpgrader{inner: up, proto: proto, kind: kind, g: g, rec: rec.recording}
 	h := &bridge.Handler{Upgrader: tu, Dial: g.dialUpstream, OnSplice: rec.set}
 	h.ServeHTTP(w, r) // returns once both connections are closed
 	return tu.done
@@ -434,6 +452,7 @@ type trackingUpgrader struct {
 	proto string
 	kind  string
 	g     *Gateway
+	rec   *sessionRecording
 	done  func()
 }
 
@@ -445,6 +464,9 @@ func (u *trackingUpgrader) UpgradeResponse(w http.ResponseWriter, r *http.Reques
 		ready.Wait()
 		if sess != nil && sess.NumStreams() >= u.g.muxCfg.MaxStreams {
 			u.g.lim.StreamLimitReached() // its next streams wait for a slot
+		}
+		if u.rec != nil {
+			s = u.rec.wrap(s)
 		}
 		return h(s, replySent)
 	}
@@ -459,6 +481,7 @@ func (u *trackingUpgrader) UpgradeResponse(w http.ResponseWriter, r *http.Reques
 		sess = wc.Session()
 	}
 	u.g.m.Upgrades.WithLabelValues(u.proto, u.kind).Inc()
+	u.rec.watch(c)
 	done := u.g.m.Sessions.Add(u.proto, sess, func() { _ = c.Close() })
 	u.done = func() {
 		if sess != nil {

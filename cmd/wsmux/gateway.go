@@ -26,6 +26,7 @@ func newGatewayCmd(a *app) *cobra.Command {
 	var aff affinityFlag
 	var cf controllerFlags
 	var ff fleetFlags
+	var recf recordingFlags
 	c := &cobra.Command{
 		Use:   "gateway --listen ADDR --token-file FILE [--client-ca CA] --kubeconfig FILE",
 		Short: "Authenticated exec/attach/port-forward gateway in front of a Kubernetes cluster",
@@ -157,6 +158,12 @@ finish for --shutdown-timeout, then close what is left.`,
 			if err != nil {
 				return usageErrorf("--kubeconfig: %v: pass a kubeconfig for the cluster (or run in a pod)", err)
 			}
+			stopRecording := make(chan struct{})
+			defer close(stopRecording)
+			recorder, err := recf.recorder(a, m, reloadEvery, stopRecording)
+			if err != nil {
+				return err
+			}
 			authn := auth.NewWithUsers(tokens, pool)
 			if err := rf.apply(authn); err != nil {
 				return err
@@ -181,7 +188,8 @@ finish for --shutdown-timeout, then close what is left.`,
 			g, err := gateway.New(gateway.Config{
 				Auth: authn, Origins: sf.origins, Impersonate: impersonate, Policy: policy, Cluster: cluster, Upstream: upstream, Limits: lf.limits(),
 				DrainTimeout: drainBound(sf.shutdownTimeout), ResumeTimeout: resf.timeout, AffinityCookie: affinity, Logger: a.log, Metrics: m,
-				Fleet: fleetCfg,
+				Fleet:     fleetCfg,
+				Recording: recorder,
 			})
 			if err != nil {
 				return usageErrorf("%v", err)
@@ -216,6 +224,7 @@ finish for --shutdown-timeout, then close what is left.`,
 	rf.register(c)
 	cf.register(c)
 	ff.register(c)
+	recf.register(c)
 	return c
 }
 

@@ -12,6 +12,10 @@
 // protocols, such as a browser's v5.channel.k8s.io). It imports nothing of
 // the gateway.
 //
+// At /ui/recordings/ it serves the replay page of the gateway's session
+// recordings (asciinema-player), whose API (/ui/recordings/api/) it passes
+// to the gateway.
+//
 // static/ is generated from clients/ts/web by `npm run bundle` in clients/ts
 // and committed; `make test` checks that it is up to date.
 //
@@ -35,7 +39,14 @@ const (
 	versionPrefix   = "x-stream-protocol-version."
 	contentSecurity = "default-src 'self'; connect-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
 		"object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
+	// The replay page's player runs its terminal as WebAssembly.
+	replaySecurity = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; connect-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
+		"object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
 )
+
+// Recordings is the replay page of session recordings; its API, under
+// Recordings+"api/", is the gateway's (gateway.RecordingsAPI).
+const Recordings = Prefix + "recordings/"
 
 //go:embed static
 var static embed.FS
@@ -56,15 +67,21 @@ func Wrap(next http.Handler) http.Handler {
 			return
 		}
 		h := w.Header()
-		h.Set("Content-Security-Policy", contentSecurity)
+		if strings.HasPrefix(r.URL.Path, Recordings) {
+			h.Set("Content-Security-Policy", replaySecurity)
+		} else {
+			h.Set("Content-Security-Policy", contentSecurity)
+		}
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")
 		files.ServeHTTP(w, r)
 	}))
-	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	toNext := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(w, fromBrowser(r))
-	}))
+	})
+	mux.Handle(Recordings+"api/", toNext)
+	mux.Handle("/", toNext)
 	return mux
 }
 

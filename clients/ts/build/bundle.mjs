@@ -1,6 +1,8 @@
 // Builds the web terminal (web/) into gateway/webui/static/,
 // which wsmux embeds: app.js (esbuild, minified, no source map), app.css
-// (xterm's stylesheet and ours), index.html. With --check it builds in memory
+// (xterm's stylesheet and ours), index.html; and the replay page of session
+// recordings into static/recordings/ (asciinema-player's script and
+// stylesheet, ours). With --check it builds in memory
 // and fails when the committed files differ (make test runs that).
 import { build } from "esbuild";
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
@@ -12,20 +14,28 @@ const root = join(here, "..");
 const out = join(root, "..", "..", "gateway", "webui", "static");
 const check = process.argv.includes("--check");
 
-const js = await build({
-  entryPoints: [join(root, "web", "terminal.ts")],
-  bundle: true,
-  format: "esm",
-  target: "es2022",
-  minify: true,
-  legalComments: "eof",
-  write: false,
-  logLevel: "warning",
-});
+const bundle = async (entry) =>
+  (
+    await build({
+      entryPoints: [join(root, "web", entry)],
+      bundle: true,
+      format: "esm",
+      target: "es2022",
+      minify: true,
+      legalComments: "eof",
+      write: false,
+      logLevel: "warning",
+    })
+  ).outputFiles[0].text;
+const web = (name) => readFileSync(join(root, "web", name), "utf8");
 const files = {
-  "app.js": js.outputFiles[0].text,
-  "app.css": readFileSync(join(root, "node_modules", "@xterm", "xterm", "css", "xterm.css"), "utf8") + "\n" + readFileSync(join(root, "web", "style.css"), "utf8"),
-  "index.html": readFileSync(join(root, "web", "index.html"), "utf8"),
+  "app.js": await bundle("terminal.ts"),
+  "app.css": readFileSync(join(root, "node_modules", "@xterm", "xterm", "css", "xterm.css"), "utf8") + "\n" + web("style.css"),
+  "index.html": web("index.html"),
+  "recordings/app.js": await bundle("recordings.ts"),
+  "recordings/app.css":
+    readFileSync(join(root, "node_modules", "asciinema-player", "dist", "bundle", "asciinema-player.css"), "utf8") + "\n" + web("style.css") + "\n" + web("recordings.css"),
+  "recordings/index.html": web("recordings.html"),
 };
 let stale = [];
 for (const [name, text] of Object.entries(files)) {
@@ -37,7 +47,7 @@ for (const [name, text] of Object.entries(files)) {
     } catch {}
     if (cur !== text) stale.push(p);
   } else {
-    mkdirSync(out, { recursive: true });
+    mkdirSync(dirname(p), { recursive: true });
     writeFileSync(p, text);
   }
 }
