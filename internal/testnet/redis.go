@@ -2,6 +2,8 @@ package testnet
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
@@ -19,7 +21,11 @@ type Redis struct {
 	Addr     string // host:port
 	Password string
 
+	// RootCAs, set by StartRedisTLS, trusts the server's certificate.
+	RootCAs *x509.CertPool
+
 	bin, dir string
+	tlsArgs  []string // the server's TLS flags; nil: plain TCP
 	cmd      *exec.Cmd
 	exited   chan struct{}
 }
@@ -29,6 +35,11 @@ type Redis struct {
 // is skipped, or fails when CI is set (.ci/run installs it:
 // scripts/ci-redis.sh).
 func StartRedis(t testing.TB) *Redis {
+	t.Helper()
+	return startRedis(t, false)
+}
+
+func startRedis(t testing.TB, withTLS bool) *Redis {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -46,6 +57,9 @@ func StartRedis(t testing.TB) *Redis {
 		t.Skip(msg)
 	}
 	r := &Redis{bin: bin, dir: t.TempDir(), Password: "fleet-test-password"}
+	if withTLS {
+		r.setupTLS(t)
+	}
 	for attempt := 0; ; attempt++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -65,15 +79,26 @@ func StartRedis(t testing.TB) *Redis {
 	return r
 }
 
-// URL is the redis:// URL of the server, password included.
-func (r *Redis) URL() string { return fmt.Sprintf("redis://:%s@%s/0", r.Password, r.Addr) }
+// URL is the redis:// URL of the server (rediss:// with TLS), password
+// included.
+func (r *Redis) URL() string {
+	scheme := "redis"
+	if r.tlsArgs != nil {
+		scheme = "rediss"
+	}
+	return fmt.Sprintf("%s://:%s@%s/0", scheme, r.Password, r.Addr)
+}
 
 func (r *Redis) start(t testing.TB) bool {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(r.Addr)
-	cmd := exec.Command(r.bin, "--bind", "127.0.0.1", "--port", port, "--requirepass", r.Password,
+	args := []string{"--bind", "127.0.0.1", "--port", port, "--requirepass", r.Password,
 		"--dir", r.dir, "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
-		"--logfile", filepath.Join(r.dir, "redis.log"), "--daemonize", "no")
+		"--logfile", filepath.Join(r.dir, "redis.log"), "--daemonize", "no"}
+	if r.tlsArgs != nil {
+		args = append(append(args, "--port", "0", "--tls-port", port), r.tlsArgs...)
+	}
+	cmd := exec.Command(r.bin, args...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +122,13 @@ func (r *Redis) start(t testing.TB) bool {
 
 // ping sends AUTH and PING in RESP and reports whether PONG came back.
 func (r *Redis) ping() bool {
-	c, err := net.DialTimeout("tcp", r.Addr, time.Second)
+	var c net.Conn
+	var err error
+	if r.tlsArgs != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", r.Addr, &tls.Config{RootCAs: r.RootCAs, ServerName: "127.0.0.1"})
+	} else {
+		c, err = net.DialTimeout("tcp", r.Addr, time.Second)
+	}
 	if err != nil {
 		return false
 	}
