@@ -85,12 +85,15 @@ fmt-check:
 ## real control plane"): prints their versions, then runs the matrix. WSMUX_KUBE_CP_MIB (default
 ## 1024) is the kubectl cp file of the first leg; the other legs copy 16 MiB (WSMUX_KUBE_CP_MIB_ALL
 ## sets every leg's). The go test runs in local directory mode so that its output (versions, cp
-## rates) is printed.
+## rates) is printed; -ldflags stamps the apiserver's /version with the module's release, as a
+## release build is (unstamped, it says v0.0.0-master).
 E2EKUBE_TIMEOUT ?= 25m
 e2e-kube:
 	@cd e2e/kube && $(GO) list -m -f '{{.Path}} {{.Version}}' k8s.io/kubernetes go.etcd.io/etcd/server/v3
 	cd e2e/kube && $(GO) vet ./...
-	cd e2e/kube && $(GO) test -count=1 -timeout $(E2EKUBE_TIMEOUT)
+	cd e2e/kube && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && mm=$${v#v} && \
+	  $(GO) test -count=1 -timeout $(E2EKUBE_TIMEOUT) -ldflags "-X k8s.io/component-base/version.gitVersion=$$v \
+	  -X k8s.io/component-base/version.gitMajor=$${mm%%.*} -X k8s.io/component-base/version.gitMinor=$$(echo $$mm | cut -d. -f2)"
 
 ## lint: vet + gofmt + layering rules of README.md's Layout (frame and flow import nothing of the project; mux no Kubernetes)
 ## + the cross builds.
