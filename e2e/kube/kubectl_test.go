@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,7 +27,12 @@ import (
 // speaking SPDY upstream (to the apiserver) or wsmux (to a wsmux hop in
 // front of it).
 func TestRealControlPlane(t *testing.T) {
-	kubectlPath(t)
+	kubectl := kubectlPath(t)
+	kv, err := exec.Command(kubectl, "version", "--client").Output()
+	if err != nil {
+		t.Fatalf("%s version --client: %v", kubectl, err)
+	}
+	fmt.Printf("e2e-kube: %s: %s\n", kubectl, strings.Join(strings.Fields(string(kv)), " "))
 	start := time.Now()
 	etcd := controlplane.StartEtcd(t)
 	fmt.Printf("e2e-kube: etcd %s (go.etcd.io/etcd/server/v3 %s) ready in %.1f s; kube-apiserver of k8s.io/kubernetes %s\n",
