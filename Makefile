@@ -10,12 +10,13 @@ export WSMUX_SOAK
 # The Go modules (docs/modules.md): each is built, vetted and tested in its own folder with its
 # own go.mod, so that each is tested with the dependency versions its users get (a go.work would
 # unite their requirements and test the adapters with the gateway's Kubernetes release).
-MODULES := $(shell bash scripts/modules.sh)
+# e2e/kube (the real control plane) is left to make e2e-kube: see scripts/modules.sh --common.
+MODULES := $(shell bash scripts/modules.sh --common)
 # each runs a command in every module's folder, naming the module first.
 each = set -e; for m in $(MODULES); do echo "== module $$m"; (cd $$m && $(1)); done
 
 .DEFAULT_GOAL := test
-.PHONY: wsmux test test-k8s test-consumers ts-test vet fmt-check lint cross bench bench-wan bench-go bench-idle fuzz fuzz-seeds fuzz-long fuzz-ci fuzz-vet
+.PHONY: wsmux test test-k8s test-consumers ts-test vet fmt-check lint cross bench bench-wan bench-go bench-idle fuzz fuzz-seeds fuzz-long fuzz-ci fuzz-vet e2e-kube
 
 # The packages whose tests drive sessions: make test runs them once more with the reference
 # driver (mux.DriverGoroutines) in place of the default fast paths: in the core module...
@@ -78,6 +79,21 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
+
+## e2e-kube: unmodified kubectl through `wsmux gateway` (built from cmd/wsmux) to a real
+## kube-apiserver and etcd started in the test's process (module e2e/kube, docs/gateway.md "Against a
+## real control plane"): prints their versions, then runs the matrix. WSMUX_KUBE_CP_MIB (default
+## 1024) is the kubectl cp file of the first leg; the other legs copy 16 MiB (WSMUX_KUBE_CP_MIB_ALL
+## sets every leg's). The go test runs in local directory mode so that its output (versions, cp
+## rates) is printed; -ldflags stamps the apiserver's /version with the module's release, as a
+## release build is (unstamped, it says v0.0.0-master).
+E2EKUBE_TIMEOUT ?= 25m
+e2e-kube:
+	@cd e2e/kube && $(GO) list -m -f '{{.Path}} {{.Version}}' k8s.io/kubernetes go.etcd.io/etcd/server/v3
+	cd e2e/kube && $(GO) vet ./...
+	cd e2e/kube && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && mm=$${v#v} && \
+	  $(GO) test -count=1 -timeout $(E2EKUBE_TIMEOUT) -ldflags "-X k8s.io/component-base/version.gitVersion=$$v \
+	  -X k8s.io/component-base/version.gitMajor=$${mm%%.*} -X k8s.io/component-base/version.gitMinor=$$(echo $$mm | cut -d. -f2)"
 
 ## lint: vet + gofmt + layering rules of README.md's Layout (frame and flow import nothing of the project; mux no Kubernetes)
 ## + the cross builds.

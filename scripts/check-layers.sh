@@ -29,6 +29,16 @@ bad=$(cd cmd/wsmux && go list -deps . | grep -E "^(github\.com/(hashicorp/yamux|
 bad=$(cd cmd/wsmux && go list ./... | grep -v "^$mod/cmd/wsmux\$" | tr '\n' ' ' || true)
 [ -z "$bad" ] || say "cmd/wsmux holds packages besides its main package: $bad (product logic belongs in gateway/)"
 
+# The real control plane is e2e/kube's alone: no other module, published or not, requires
+# k8s.io/kubernetes, and none builds a package of it or of etcd's server, tests included (etcd's
+# server module is in the gateway's module graph through k8s.io/apiserver's go.mod, unbuilt).
+for m in $(bash scripts/modules.sh); do
+  [ "$m" = e2e/kube ] && continue
+  bad=$(cd "$m" && { go list -m -f '{{.Path}}' all | grep -E '^k8s\.io/kubernetes$' || true
+    go list -deps -test ./... | grep -E '^(k8s\.io/kubernetes|go\.etcd\.io/etcd/server/v3)(/|$)' || true; } | sort -u | tr '\n' ' ')
+  [ -z "$bad" ] || say "module $m takes in $bad: the real control plane belongs to e2e/kube alone"
+done
+
 # --- packages of the core ---
 for p in frame flow controller; do
   bad=$(go list -deps "./$p/" | grep "^$mod/" | grep -v "^$mod/$p\$" || true)
@@ -53,7 +63,7 @@ bad=$(go list -deps ./fuzz/internal/program/ | grep -E "^$mod/" | grep -v "^$mod
 
 # --- every module: testing, the test helpers, bench and the fuzz harnesses are built only into
 # tests, the tools themselves and the command (wsmux demo serves the stand-in cluster) ---
-helpers="internal/(testnet|tsinterop|testkit/[a-z]+)|gateway/clustertest|gateway/handoff/handofftest|adapters/internal/conformance|adapters/e2e(/.*)?|bench(/.*)?|fuzz(/.*)?"
+helpers="internal/(testnet|tsinterop|testkit/[a-z]+)|gateway/clustertest|gateway/handoff/handofftest|adapters/internal/conformance|adapters/e2e(/.*)?|e2e/kube(/.*)?|bench(/.*)?|fuzz(/.*)?"
 for m in $(bash scripts/modules.sh); do
   while read -r p deps; do
     case "$p" in "$mod"/cmd/wsmux | "$mod"/examples/*) continue ;; esac

@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 t=${1:-60s}
 minimize=${FUZZMINIMIZETIME:-10s}
 failed=()
-for pkgdir in $(for m in $(bash scripts/modules.sh); do (cd "$m" && go list -f '{{.ImportPath}}={{.Dir}}' ./...); done); do
+for pkgdir in $(for m in $(bash scripts/modules.sh --common); do (cd "$m" && go list -f '{{.ImportPath}}={{.Dir}}' ./...); done); do
   pkg=${pkgdir%%=*}
   dir=${pkgdir#*=}
   for target in $(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)\(f \*testing\.F\)' "$dir"/*_test.go 2>/dev/null | sed -E 's/^func (Fuzz[A-Za-z0-9_]+).*/\1/' | sort -u); do
