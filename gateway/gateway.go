@@ -131,6 +131,7 @@ type Gateway struct {
 	lim    *ops.Limiter
 	muxCfg *mux.Config  // downstream wsmux sessions
 	proxy  http.Handler // everything but the streaming subresources
+	review *http.Client // preflight's access reviews
 
 	fleet     *fleet // nil: a single replica
 	closeOnce sync.Once
@@ -192,6 +193,9 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: limits: %w", err)
 	}
 	if g.proxy, err = g.newProxy(); err != nil {
+		return nil, err
+	}
+	if g.review, err = newReviewClient(cfg.Cluster); err != nil {
 		return nil, err
 	}
 	if cfg.Fleet != nil {
@@ -311,6 +315,17 @@ func (g *Gateway) serveStreaming(w http.ResponseWriter, r *http.Request) {
 		// the hijacked connection, where the gateway cannot see it.
 		if why := badHandshake(r); why != "" {
 			g.badRequest(w, r, "bad_upgrade", "invalid WebSocket handshake: "+why)
+			return
+		}
+	}
+	if up == nil {
+		// A translated WebSocket is accepted before the cluster is asked:
+		// preflight.go.
+		if msg := g.preflight(r.Context(), user, t); msg != "" {
+			g.m.BadRequests.WithLabelValues("cluster_forbidden").Inc()
+			g.log.Warn("gateway: the cluster's authorizer refuses this upgrade: answered 403 before upgrading", "remote", r.RemoteAddr,
+				"caller", who, "user", user.Name, "path", r.URL.Path)
+			writeStatus(w, http.StatusForbidden, "Forbidden", msg)
 			return
 		}
 	}

@@ -1,8 +1,10 @@
 package bridge
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -17,6 +19,9 @@ import (
 // returns the protocol upstream chose. A failure that carries an HTTP status
 // (an *UpstreamError) is answered downstream with that status.
 type UpstreamDialer func(r *http.Request, protocols []string) (k8shttpstream.Connection, string, error)
+
+// maxRefusalBody bounds what is read of an upstream's refusal.
+const maxRefusalBody = 64 << 10
 
 // UpstreamError is an upstream upgrade that failed with an HTTP answer.
 type UpstreamError struct {
@@ -131,12 +136,22 @@ func dialUpstream(rt upgradeRoundTripper, r *http.Request, u *url.URL, protocols
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		hdr := resp.Header
-		_, cerr := rt.NewConnection(resp) // reads and closes the body
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxRefusalBody))
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		_, cerr := rt.NewConnection(resp) // its reading of the refusal
 		msg := resp.Status
 		if cerr != nil {
 			msg = cerr.Error()
 		}
-		return nil, "", &UpstreamError{StatusCode: resp.StatusCode, Header: hdr, Message: msg}
+		ue := &UpstreamError{StatusCode: resp.StatusCode, Header: hdr, Message: msg}
+		if strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
+			// An apiserver's metav1.Status: passed on as it is, so the
+			// client prints the cluster's own refusal (kubectl: "Error
+			// from server (Forbidden): ...").
+			ue.Body = body
+		}
+		return nil, "", ue
 	}
 	conn, err := rt.NewConnection(resp)
 	if err != nil {

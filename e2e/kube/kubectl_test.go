@@ -244,8 +244,12 @@ func testRefusals(t *testing.T, k, direct *testnet.Kubectl, kl *kubelet.Kubelet)
 			if directCode != 1 || !strings.Contains(directErr, c.want) {
 				t.Errorf("straight to the apiserver: exit %d, stderr %q; want exit 1 and %q", directCode, directErr, c.want)
 			}
-			t.Logf("kubectl through the gateway: %s", strings.TrimSpace(errOut))
-			t.Logf("kubectl to the apiserver:    %s", strings.TrimSpace(directErr))
+			// The same line, "Error from server (Forbidden): ...", both ways:
+			// the gateway refuses a translated WebSocket before upgrading
+			// (gateway/preflight.go), as the apiserver does.
+			if got, want := strings.TrimSpace(errOut), strings.TrimSpace(directErr); got != want {
+				t.Errorf("kubectl printed through the gateway:\n\t%s\nand straight to the apiserver:\n\t%s", got, want)
+			}
 		})
 	}
 	if after := kl.Requests(); len(after) != before {

@@ -103,6 +103,18 @@ async function main() {
       await list(page, "", "web-0");
       await page.click("#list tbody tr");
       await waitStatus(page, /^playback ended/, 30000);
+      // The player renders its last frames after "ended" on a loaded
+      // machine: read the screen once it has stayed the same for 500 ms.
+      await page.waitForFunction(() => {
+        const g = globalThis as unknown as Replay & { lastScreen?: string; stableSince?: number };
+        const s = JSON.stringify(g.wsmuxReplay.screen());
+        if (s !== g.lastScreen) {
+          g.lastScreen = s;
+          g.stableSince = performance.now();
+          return false;
+        }
+        return performance.now() - (g.stableSince ?? 0) >= 500;
+      }, { polling: 50, timeout: 20000 });
       replayed = trimScreen(await page.evaluate(() => (globalThis as unknown as Replay).wsmuxReplay.screen()));
       await page.screenshot({ path: join(outDir, "replay.png") });
       if (!replayed.length) throw new Error("the player shows nothing");
