@@ -90,7 +90,7 @@ func TestLinkStalls(t *testing.T) {
 		if got, want := arrival(t, c, s, msg), 25*time.Millisecond+cfg.Delay; got != want {
 			t.Errorf("during the stall: %v, want %v", got, want)
 		}
-		time.Sleep(50 * time.Millisecond) // t = 190 ms, between stalls
+		time.Sleep(50 * time.Millisecond) // virtual: t = 190 ms, between stalls
 		if got := arrival(t, c, s, msg); got != cfg.Delay {
 			t.Errorf("after the stall: %v, want %v", got, cfg.Delay)
 		}
@@ -116,7 +116,7 @@ func TestLinkBoundsWhatItHolds(t *testing.T) {
 				}
 			}
 		}()
-		time.Sleep(time.Second) // virtual: far longer than the link needs
+		time.Sleep(time.Second) // virtual: lets the bubble's clock run far past what the link needs
 		synctest.Wait()
 		limit := int(cfg.buffer())
 		if sent < limit-4096 || sent > limit {

@@ -77,17 +77,13 @@ func OpenClose(b *testing.B, tr Transport) {
 	}
 }
 
-// Interactive measures echoSize-byte echo latency on one stream while another
-// stream of the same pair sends bulk data client to server as fast as it can:
-// head-of-line blocking. It reports the median and 99th percentile RTT and the
-// bulk stream's throughput meanwhile.
-func Interactive(b *testing.B, tr Transport) {
-	b.ReportAllocs()
-	e := newEnv(b, tr)
-	defer e.close()
+// interactivePair opens the two streams of Interactive and WANInteractive:
+// the server drains the first (bulk; drained counts what it read) and
+// echoes echoSize-byte messages on the second.
+func (e *env) interactivePair() (bulkC, echoC Stream, drained *atomic.Int64) {
 	cs, ss := e.openN(2)
-	bulkC, bulkS, echoC, echoS := cs[0], ss[0], cs[1], ss[1]
-	var drained atomic.Int64
+	bulkS, echoS := ss[0], ss[1]
+	drained = new(atomic.Int64)
 	e.spawn(func() error {
 		buf := make([]byte, bulkChunk)
 		for {
@@ -99,6 +95,18 @@ func Interactive(b *testing.B, tr Transport) {
 		}
 	})
 	e.spawn(func() error { return echo(echoS, echoSize) })
+	return cs[0], cs[1], drained
+}
+
+// Interactive measures echoSize-byte echo latency on one stream while another
+// stream of the same pair sends bulk data client to server as fast as it can:
+// head-of-line blocking. It reports the median and 99th percentile RTT and the
+// bulk stream's throughput meanwhile.
+func Interactive(b *testing.B, tr Transport) {
+	b.ReportAllocs()
+	e := newEnv(b, tr)
+	defer e.close()
+	bulkC, echoC, drained := e.interactivePair()
 	// The same echo with the link idle first: the loaded percentiles are
 	// judged against these.
 	req, resp := payload[:echoSize], make([]byte, echoSize)

@@ -165,20 +165,7 @@ func WANStreams(b *testing.B, tr Transport, link LinkConfig, n int) {
 func WANInteractive(b *testing.B, tr Transport, link LinkConfig) {
 	e := newEnvOver(b, tr, Net{Link: &link})
 	defer e.close()
-	cs, ss := e.openN(2)
-	bulkC, bulkS, echoC, echoS := cs[0], ss[0], cs[1], ss[1]
-	var drained atomic.Int64
-	e.spawn(func() error {
-		buf := make([]byte, bulkChunk)
-		for {
-			n, err := bulkS.Read(buf)
-			drained.Add(int64(n))
-			if err != nil {
-				return err
-			}
-		}
-	})
-	e.spawn(func() error { return echo(echoS, echoSize) })
+	bulkC, echoC, drained := e.interactivePair()
 	req, resp := payload[:echoSize], make([]byte, echoSize)
 	var idle []time.Duration
 	for range 5 {

@@ -192,12 +192,12 @@ func New(cfg Config) (*Gateway, error) {
 	if err := g.muxCfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gateway: limits: %w", err)
 	}
-	if g.proxy, err = g.newProxy(); err != nil {
-		return nil, err
+	clusterRT, err := rest.TransportFor(cfg.Cluster) // the gateway's own credentials
+	if err != nil {
+		return nil, fmt.Errorf("gateway: cluster transport: %w", err)
 	}
-	if g.review, err = newReviewClient(cfg.Cluster); err != nil {
-		return nil, err
-	}
+	g.proxy = g.newProxy(clusterRT)
+	g.review = &http.Client{Transport: clusterRT} // preflight bounds each review
 	if cfg.Fleet != nil {
 		if g.fleet, err = newFleet(g, *cfg.Fleet); err != nil {
 			return nil, err
@@ -509,10 +509,15 @@ func (u *trackingUpgrader) UpgradeResponse(w http.ResponseWriter, r *http.Reques
 
 // upstreamURL joins the request's path and query onto the cluster URL.
 func (g *Gateway) upstreamURL(r *http.Request) string {
+	return g.clusterURL(r.URL.Path, r.URL.RawQuery)
+}
+
+// clusterURL joins path and query onto the cluster URL.
+func (g *Gateway) clusterURL(path, rawQuery string) string {
 	u := *g.base
-	u.Path = strings.TrimSuffix(g.base.Path, "/") + r.URL.Path
+	u.Path = strings.TrimSuffix(g.base.Path, "/") + path
 	u.RawPath = ""
-	u.RawQuery = r.URL.RawQuery
+	u.RawQuery = rawQuery
 	return u.String()
 }
 

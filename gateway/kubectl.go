@@ -14,7 +14,6 @@ import (
 	"sync"
 
 	"k8s.io/apiserver/pkg/util/proxy"
-	"k8s.io/client-go/rest"
 	k8shttpstream "k8s.io/streaming/pkg/httpstream"
 	"k8s.io/streaming/pkg/httpstream/spdy"
 
@@ -151,11 +150,7 @@ func (c *notifyConn) Close() error {
 // reverse proxy to the cluster with the gateway's credentials, acting as
 // the caller. The caller's Authorization, cookies and Impersonate-*
 // headers are never passed on.
-func (g *Gateway) newProxy() (http.Handler, error) {
-	rt, err := rest.TransportFor(g.cfg.Cluster)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: cluster transport: %w", err)
-	}
+func (g *Gateway) newProxy(rt http.RoundTripper) http.Handler {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(g.base)
@@ -191,7 +186,7 @@ func (g *Gateway) newProxy() (http.Handler, error) {
 			g.logFor(r).Error("gateway: proxying to the cluster failed", "remote", r.RemoteAddr, "path", r.URL.Path, "error", err)
 			writeStatus(w, http.StatusBadGateway, "ServiceUnavailable", "wsmux gateway: "+err.Error())
 		},
-	}, nil
+	}
 }
 
 // hijackingSPDYUpgrader is spdy's ResponseUpgrader for k8s.io/apiserver's

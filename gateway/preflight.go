@@ -7,10 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
-
-	"k8s.io/client-go/rest"
 
 	"github.com/wsmux/wsmux/controller"
 )
@@ -49,9 +46,7 @@ func (g *Gateway) preflight(ctx context.Context, u controller.User, t controller
 			"namespace": t.Namespace, "verb": "create", "resource": "pods", "subresource": t.Subresource, "name": t.Pod,
 		}},
 	})
-	u2 := *g.base
-	u2.Path = strings.TrimSuffix(g.base.Path, "/") + "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u2.String(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.clusterURL("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", ""), bytes.NewReader(body))
 	if err != nil {
 		return ""
 	}
@@ -83,15 +78,4 @@ func (g *Gateway) preflight(ctx context.Context, u controller.User, t controller
 		msg += ": " + sar.Status.Reason
 	}
 	return msg
-}
-
-// newReviewClient returns the client of preflight's access reviews: the
-// cluster's transport (the gateway's credentials), impersonating per
-// request.
-func newReviewClient(cfg *rest.Config) (*http.Client, error) {
-	rt, err := rest.TransportFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: cluster transport: %w", err)
-	}
-	return &http.Client{Transport: rt, Timeout: preflightTimeout}, nil
 }

@@ -166,7 +166,9 @@ func (g *ResumeRegistry) forget(s *Session) {
 	for k, v := range g.m {
 		if v.s == s {
 			delete(g.m, k)
-			gone = append(gone, k)
+			if g.OnToken != nil {
+				gone = append(gone, k)
+			}
 		}
 	}
 	_, was := g.susp[s]
@@ -350,7 +352,9 @@ func (g *ResumeRegistry) keepOnly(s *Session, a, b [32]byte) {
 	for k, v := range g.m {
 		if v.s == s && k != a && k != b {
 			delete(g.m, k)
-			gone = append(gone, k)
+			if g.OnToken != nil {
+				gone = append(gone, k)
+			}
 		}
 	}
 	g.mu.Unlock()
@@ -379,5 +383,7 @@ func (s *Session) confirmed() {
 	g.mu.Lock()
 	delete(g.m, r.confirmKey)
 	g.mu.Unlock()
-	g.retired([][32]byte{r.confirmKey})
+	if g.OnToken != nil {
+		g.OnToken(r.confirmKey, false)
+	}
 }

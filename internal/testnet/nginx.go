@@ -80,14 +80,7 @@ func StartNginxRoundRobin(t *testing.T, upstreams []string, proxy string) *Nginx
 
 func startNginx(t *testing.T, httpBlock, upstream, proxy string) *Nginx {
 	t.Helper()
-	bin, err := exec.LookPath("nginx")
-	if err != nil {
-		msg := "nginx is not on PATH: this test runs a real nginx as a reverse proxy; scripts/ci-nginx.sh installs it (.ci/run does)"
-		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
-			t.Fatal("CI is set, so nginx must be installed: " + msg)
-		}
-		t.Skip(msg)
-	}
+	bin := Program(t, "nginx", "this test runs a real nginx as a reverse proxy; scripts/ci-nginx.sh installs it (.ci/run does)")
 	n := &Nginx{bin: bin, dir: t.TempDir()}
 	user := ""
 	if os.Geteuid() == 0 {

@@ -41,21 +41,7 @@ func StartRedis(t testing.TB) *Redis {
 
 func startRedis(t testing.TB, withTLS bool) *Redis {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		for _, p := range []string{"/usr/bin/redis-server", "/usr/sbin/redis-server"} {
-			if _, e := os.Stat(p); e == nil {
-				bin, err = p, nil
-			}
-		}
-	}
-	if err != nil {
-		msg := "redis-server is not on PATH: this test runs a real Redis as the gateway fleet's shared state; scripts/ci-redis.sh installs it (.ci/run does), or apt-get install redis-server"
-		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
-			t.Fatal("CI is set, so redis-server must be installed: " + msg)
-		}
-		t.Skip(msg)
-	}
+	bin := Program(t, "redis-server", "this test runs a real Redis as the gateway fleet's shared state; scripts/ci-redis.sh installs it (.ci/run does), or apt-get install redis-server")
 	r := &Redis{bin: bin, dir: t.TempDir(), Password: "fleet-test-password"}
 	if withTLS {
 		r.setupTLS(t)
