@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,10 @@ func published(t *testing.T) []string {
 // tagVersion is the version the checkout's modules are published at in
 // the local proxy of TestTaggedModules: a pre-release no real tag has, new
 // for each run, since the module cache keeps what it downloaded by version.
-var tagVersion = "v0.99.0-modtest." + time.Now().UTC().Format("20060102150405.000000000")[:21]
+// Its last identifier is the time in nanoseconds: a numeric pre-release
+// identifier may not start with 0 (semver), which the microseconds of a
+// formatted time did about one run in ten ("...134320.057380").
+var tagVersion = "v0.99.0-modtest." + strconv.FormatInt(time.Now().UnixNano(), 10)
 
 // TestTaggedModules publishes the checkout's modules into a local module
 // proxy as scripts/release.sh tags them (each go.mod requiring its wsmux
